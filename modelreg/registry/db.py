@@ -1,0 +1,92 @@
+"""Engine creation and migrations, for SQLite (default) and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlmodel import create_engine
+
+from modelreg.errors import InvalidInput
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def redact(url: str) -> str:
+    """The URL with its password hidden, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable database URL>"
+
+
+def create_registry_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise InvalidInput(f"database URL {redact(url)!r} is not a SQLAlchemy URL") from None
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(url, parsed.database)
+    try:
+        return create_engine(url, pool_pre_ping=True)
+    except (ImportError, ArgumentError) as exc:
+        raise InvalidInput(f"cannot use database {redact(url)}: {exc}") from None
+
+
+def _sqlite_engine(url: str, database: str | None) -> Engine:
+    if database and database != ":memory:" and not database.startswith("file:"):
+        path = Path(database)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            # The registry may hold paths and hostnames: readable by its owner only.
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    engine = create_engine(url, connect_args={"timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    return engine
+
+
+def _alembic_config() -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` (a no-op when it is already there)."""
+    from alembic import command
+
+    if revision == "head" and current_revision(engine) == head_revision():
+        return
+    config = _alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)

@@ -1,0 +1,108 @@
+"""SQLModel tables. Schema changes go through a migration in ``migrations/versions``.
+
+Records are immutable once added. Everything that happens to them afterwards (verifications,
+promotions, holds) is a new row; ``events`` is append-only and is what ``history`` reads.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import BigInteger, Column, DateTime, Index, Text
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _when(index: bool = False) -> Column:
+    return Column(DateTime(timezone=True), nullable=False, index=index)
+
+
+class ModelRow(SQLModel, table=True):
+    __tablename__ = "models"
+
+    id: int | None = Field(default=None, primary_key=True)
+    model_id: str = Field(unique=True, max_length=200)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+
+
+class RecordRow(SQLModel, table=True):
+    __tablename__ = "records"
+
+    id: str = Field(primary_key=True, max_length=32)
+    manifest_sha256: str = Field(unique=True, max_length=64)
+    model_id: str = Field(foreign_key="models.model_id", index=True, max_length=200)
+    format: str = Field(max_length=16)
+    source: str | None = Field(default=None, max_length=300)
+    license: str | None = Field(default=None, max_length=100)
+    manifest_json: str = Field(sa_column=Column(Text, nullable=False))
+    root: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_when(index=True))
+    created_by: str = Field(max_length=200)
+
+
+class RecordFileRow(SQLModel, table=True):
+    __tablename__ = "record_files"
+
+    record_id: str = Field(foreign_key="records.id", primary_key=True, max_length=32)
+    path: str = Field(primary_key=True, max_length=1000)
+    bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
+    sha256: str = Field(index=True, max_length=64)
+
+
+class VerificationRow(SQLModel, table=True):
+    """One check's outcome in one ``verify`` run (``run_id`` groups a run's checks)."""
+
+    __tablename__ = "verifications"
+    # "latest run of this record on this target" is the deployability question.
+    __table_args__ = (Index("ix_verifications_record_target", "record_id", "target", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True, max_length=32)
+    record_id: str = Field(foreign_key="records.id", max_length=32)
+    target: str = Field(max_length=100)
+    check: str = Field(max_length=64)
+    required: bool
+    outcome: str = Field(max_length=16)
+    classification: str | None = Field(default=None, max_length=32)
+    summary: str = Field(sa_column=Column(Text, nullable=False))
+    evidence_json: str = Field(sa_column=Column(Text, nullable=False))
+    host: str = Field(max_length=200)
+    started_at: datetime = Field(sa_column=_when())
+    finished_at: datetime = Field(sa_column=_when(index=True))
+
+
+class PromotionRow(SQLModel, table=True):
+    """A change of the production record for (model, target); the latest row is production."""
+
+    __tablename__ = "promotions"
+    # production = the newest promotion row for (model, target).
+    __table_args__ = (Index("ix_promotions_model_target", "model_id", "target", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    model_id: str = Field(foreign_key="models.model_id", max_length=200)
+    target: str = Field(max_length=100)
+    record_id: str = Field(foreign_key="records.id", max_length=32)
+    previous_record_id: str | None = Field(default=None, max_length=32)
+    action: str = Field(max_length=16)  # "promote" or "rollback"
+    at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    actor: str = Field(max_length=200)
+    why: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+class EventRow(SQLModel, table=True):
+    """Append-only log: who did what, when and why."""
+
+    __tablename__ = "events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = Field(default_factory=utcnow, sa_column=_when(index=True))
+    actor: str = Field(max_length=200)
+    kind: str = Field(max_length=32)
+    model_id: str | None = Field(default=None, index=True, max_length=200)
+    record_id: str | None = Field(default=None, index=True, max_length=32)
+    target: str | None = Field(default=None, max_length=100)
+    why: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    detail_json: str = Field(default="{}", sa_column=Column(Text, nullable=False))

@@ -1,0 +1,291 @@
+"""The artifact manifest: exactly what was built, with the source of every number.
+
+A manifest is immutable once recorded; its canonical JSON digest is the record's identity.
+Values that could not be established are ``None`` with provenance ``unknown`` — never guessed —
+and each such gap that matters for deployment is listed in ``hold_reasons``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from modelreg.errors import InvalidInput, MovingReference
+
+SCHEMA_VERSION = 1
+
+MODEL_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_HF_PIN_RE = re.compile(r"^hf://(?P<repo>[^/@\s]+/[^/@\s]+)@(?P<rev>[0-9a-f]{40})$")
+_HF_ANY_RE = re.compile(r"^hf://(?P<repo>[^/@\s]+/[^/@\s]+)(?:@(?P<rev>\S*))?$")
+_PYPI_PIN_RE = re.compile(
+    r"^pypi://(?P<pkg>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<ver>[A-Za-z0-9.+!_-]+)$"
+)
+_PROVENANCE_RE = re.compile(r"^(tensors|config|unknown|declared:\S.*)$")
+
+Provenance = Annotated[str, Field(pattern=_PROVENANCE_RE.pattern)]
+Sha256 = Annotated[str, Field(pattern=SHA256_RE.pattern)]
+
+
+def parse_source_pin(source: str) -> str:
+    """Return ``source`` if it is an immutable pin, else raise ``MovingReference``.
+
+    Accepted: ``hf://org/name@<40-hex commit>``, ``pypi://package==version``,
+    ``sha256:<64-hex>``. Branches, tags, ``latest`` and bare names move, so they are refused
+    with the form that would pin them.
+    """
+    source = source.strip()
+    if _HF_PIN_RE.match(source) or _PYPI_PIN_RE.match(source):
+        return source
+    if source.startswith("sha256:") and SHA256_RE.match(source.removeprefix("sha256:")):
+        return source
+    hf = _HF_ANY_RE.match(source)
+    if hf:
+        rev = hf.group("rev")
+        what = f"revision {rev!r} can move" if rev else "no revision given"
+        raise MovingReference(
+            source, f"{what}; pin the 40-hex commit: hf://{hf.group('repo')}@<commit sha>"
+        )
+    if source.startswith("pypi://"):
+        raise MovingReference(source, "pin an exact version: pypi://package==1.2.3")
+    if source.startswith("sha256:"):
+        raise MovingReference(source, "a sha256 pin is 'sha256:' followed by 64 lowercase hex")
+    raise MovingReference(
+        source,
+        "use hf://org/name@<40-hex commit>, pypi://package==version or sha256:<64-hex>",
+    )
+
+
+class Count(BaseModel):
+    """A parameter count and where it came from. Unknown is ``value=None``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: int | None = Field(default=None, ge=0)
+    provenance: Provenance = "unknown"
+
+    @model_validator(mode="after")
+    def _unknown_has_no_value(self) -> Count:
+        if (self.value is None) != (self.provenance == "unknown"):
+            raise ValueError("a count is unknown exactly when its provenance is 'unknown'")
+        return self
+
+    @classmethod
+    def unknown(cls) -> Count:
+        return cls()
+
+
+class ParameterLedger(BaseModel):
+    """Total, non-embedding, active and effective parameters, kept apart ("E" is not "A")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    total: Count = Field(default_factory=Count.unknown)
+    non_embedding: Count = Field(default_factory=Count.unknown)
+    active: Count = Field(default_factory=Count.unknown)
+    effective: Count = Field(default_factory=Count.unknown)
+
+
+class License(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    source: str = "unknown"  # "cli", "gguf:general.license", "card:<path>", "unknown"
+
+    @field_validator("id")
+    @classmethod
+    def _normalise(cls, value: str | None) -> str | None:
+        return value.strip().lower() if value else None
+
+
+class FileEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    bytes: int = Field(ge=0)
+    sha256: Sha256
+    role: Literal["weights", "config", "tokenizer", "chat_template", "other"] = "weights"
+
+    @field_validator("path")
+    @classmethod
+    def _relative_inside_root(cls, value: str) -> str:
+        parts = value.split("/")
+        if value.startswith("/") or "\\" in value or ".." in parts or "" in parts:
+            raise ValueError(f"file path {value!r} must be relative, '/'-separated, without '..'")
+        return value
+
+
+class TensorStats(BaseModel):
+    """Tensors, parameters and bytes of one tensor type or group; bytes unknown if any are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tensors: int = 0
+    params: int = 0
+    bytes: int | None = 0
+    bits_per_weight: float | None = None
+
+
+class QuantRecipe(BaseModel):
+    """How the artifact was quantized, as declared by whoever ran the quantizer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str | None = None
+    tool_revision: str | None = None
+    scheme: str | None = None
+    group_size: int | None = Field(default=None, gt=0)
+    importance_matrix_sha256: Sha256 | None = None
+    calibration_set_sha256: Sha256 | None = None
+    excluded_tensors: list[str] = Field(default_factory=list)
+    notes: str | None = None
+
+
+class Quantization(BaseModel):
+    """What the bits really are: a 'Q4' file is not 4.000 bits per weight."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nominal_file_type: str | None = None
+    tensor_types: dict[str, TensorStats] = Field(default_factory=dict)
+    groups: dict[str, TensorStats] = Field(default_factory=dict)
+    bits_per_weight: float | None = None
+    higher_precision_tensors: list[str] = Field(default_factory=list)
+    recipe: QuantRecipe | None = None
+
+
+IntOrPerLayer = int | list[int] | None
+
+
+class ArchitectureFacts(BaseModel):
+    """Shape facts read from the artifact's metadata or config (``None`` when absent)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    architecture: str | None = None
+    name: str | None = None
+    size_label: str | None = None
+    context_length: int | None = None
+    block_count: int | None = None
+    embedding_length: int | None = None
+    feed_forward_length: IntOrPerLayer = None
+    head_count: IntOrPerLayer = None
+    head_count_kv: IntOrPerLayer = None
+    key_length: int | None = None
+    value_length: int | None = None
+    sliding_window: int | None = None
+    sliding_window_pattern: list[bool] | None = None
+    expert_count: int | None = None
+    expert_used_count: IntOrPerLayer = None
+    vocab_size: int | None = None
+    tied_embeddings: bool | None = None
+    chat_template_sha256: Sha256 | None = None
+
+
+class GGUFFacts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: int
+    alignment: int
+    tensor_count: int
+    kv_count: int
+    split_count: int = 1
+    file_type_id: int | None = None
+    quantization_version: int | None = None
+
+
+class RuntimeRequirements(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    runtime: Literal["llama.cpp", "transformers", "neuron"]
+    # CPU features the artifact itself needs beyond what the runtime build needs (e.g. a
+    # repacked _R8 layout that only has AVX2 kernels). Empty means none declared.
+    cpu_features: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class GoldenPrompt(BaseModel):
+    """A smoke-test prompt and the text the answer must contain."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str = Field(min_length=1)
+    expect: str = Field(default="Paris", min_length=1)
+    chat: bool | None = None  # None: use the chat template when the artifact has one
+
+
+class Manifest(BaseModel):
+    """Everything recorded about one artifact at ``modelreg add``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = 1
+    model_id: str | None = None
+    source: str | None = None
+    license: License = Field(default_factory=License)
+    format: Literal["gguf", "safetensors", "neuron"]
+    files: list[FileEntry] = Field(min_length=1)
+    parameters: ParameterLedger = Field(default_factory=ParameterLedger)
+    quantization: Quantization | None = None
+    architecture: ArchitectureFacts = Field(default_factory=ArchitectureFacts)
+    gguf: GGUFFacts | None = None
+    runtime: RuntimeRequirements
+    golden_prompts: list[GoldenPrompt] = Field(default_factory=list)
+    hold_reasons: list[str] = Field(default_factory=list)
+
+    @field_validator("model_id")
+    @classmethod
+    def _org_slash_name(cls, value: str | None) -> str | None:
+        if value is not None and not MODEL_ID_RE.match(value):
+            raise ValueError(f"model id {value!r} must be 'org/name', e.g. google/gemma-3-270m")
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _pinned(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return parse_source_pin(value)
+        except MovingReference as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("files")
+    @classmethod
+    def _unique_paths(cls, value: list[FileEntry]) -> list[FileEntry]:
+        paths = [f.path for f in value]
+        if len(set(paths)) != len(paths):
+            raise ValueError("file paths must be unique")
+        return value
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON: equal manifests give equal digests."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    @property
+    def record_id(self) -> str:
+        return record_id_for(self.digest())
+
+
+def record_id_for(manifest_digest: str) -> str:
+    """Short, stable record id derived from the manifest digest."""
+    return "r_" + manifest_digest[:12]
+
+
+def load_manifest(data: dict[str, object], *, origin: str) -> Manifest:
+    """Validate untrusted manifest data, turning pydantic's report into one-line input errors."""
+    from pydantic import ValidationError
+
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "manifest"
+        raise InvalidInput(f"{origin}: {loc}: {first['msg']}") from None

@@ -1,0 +1,31 @@
+"""The outcome of one validator run, as stored and as printed with ``--json``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Outcome(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    # The check could not run here (no runtime, no hardware, wrong host). Never a pass.
+    UNAVAILABLE = "unavailable"
+    # The check does not apply to this record on this target.
+    SKIPPED = "skipped"
+
+
+class CheckResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    check: str
+    required: bool
+    outcome: Outcome
+    classification: str | None = None  # e.g. wrong_answer, degenerate, crashed, timeout
+    summary: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    started_at: datetime
+    finished_at: datetime
