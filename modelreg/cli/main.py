@@ -11,7 +11,6 @@ import sys
 import traceback
 from typing import Annotated, Any
 
-import click
 import typer
 
 from modelreg import config
@@ -56,14 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
     try:
         result = app(args=argv, prog_name="modelreg", standalone_mode=False)
-    except click.exceptions.UsageError as exc:
-        exc.show()
-        return 2
-    except click.exceptions.Abort:
+    except typer.Abort:
         sys.stderr.write("aborted\n")
         return 130
-    except click.exceptions.ClickException as exc:
-        exc.show()
+    except typer.TyperException as exc:  # usage errors: missing or malformed options
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            sys.stderr.write(f"error: {exc}\n")
         return 2
     except ModelregError as exc:
         if config.debug():

@@ -27,6 +27,7 @@ from modelreg.schemas.manifest import (
     Manifest,
     QuantRecipe,
     RuntimeRequirements,
+    parse_model_id,
     parse_source_pin,
 )
 
@@ -61,6 +62,8 @@ def build_manifest(
         raise InvalidInput("no artifact path given")
     if source is not None:
         source = parse_source_pin(source)
+    if model_id is not None:
+        model_id = parse_model_id(model_id)
     resolved = [Path(p).expanduser().resolve() for p in paths]
     for p in resolved:
         if not p.exists():

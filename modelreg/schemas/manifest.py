@@ -60,6 +60,15 @@ def parse_source_pin(source: str) -> str:
     )
 
 
+def parse_model_id(model_id: str) -> str:
+    """Return ``model_id`` if it is ``org/name``, else raise ``InvalidInput``."""
+    if not MODEL_ID_RE.match(model_id):
+        raise InvalidInput(
+            f"model id {model_id!r} must be the exact 'org/name', e.g. google/gemma-3-270m"
+        )
+    return model_id
+
+
 class Count(BaseModel):
     """A parameter count and where it came from. Unknown is ``value=None``."""
 

@@ -1,0 +1,39 @@
+"""Export the JSON Schemas to ``schemas/`` at the repo root (``make schema``).
+
+A test regenerates them and fails when the checked-in files are stale.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from modelreg.schemas.manifest import Manifest, QuantRecipe
+
+
+def schemas() -> dict[str, dict[str, object]]:
+    """File name -> JSON Schema document."""
+    return {
+        "manifest.schema.json": Manifest.model_json_schema(),
+        "recipe.schema.json": QuantRecipe.model_json_schema(),
+    }
+
+
+def render(schema: dict[str, object]) -> str:
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def export(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, schema in schemas().items():
+        path = directory / name
+        path.write_text(render(schema), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for written_path in export(Path(sys.argv[1] if len(sys.argv) > 1 else "schemas")):
+        print(written_path)

