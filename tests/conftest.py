@@ -50,3 +50,12 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
         return code, out, err
 
     return run
+
+
+@pytest.fixture(scope="session")
+def scaled_smollm2(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2 with its token embedding 53× too small: loads fine, answers garbage."""
+    from tests.helpers import scale_token_embedding
+
+    out = tmp_path_factory.mktemp("scaled") / "SmolLM2-scaled-1-53.gguf"
+    return scale_token_embedding(smollm2, out, 1 / 53)

@@ -86,3 +86,38 @@ def tensor_info(name: str, dims: Sequence[int], ggml_type: int = 0, offset: int 
         + b"".join(struct.pack("<Q", d) for d in dims)
         + struct.pack("<IQ", ggml_type, offset)
     )
+
+
+def scale_token_embedding(src: Path, dst: Path, factor: float) -> Path:
+    """Copy a GGUF whose token embedding is Q8_0, multiplying every block scale by ``factor``:
+    the Gemma √hidden_size bug (embeddings at the wrong magnitude), reproduced on a real model."""
+    import shutil
+
+    from modelreg.manifests.gguf import read_gguf
+
+    shutil.copyfile(src, dst)
+    header = read_gguf(dst)
+    tensor = next(t for t in header.tensors if t.name == "token_embd.weight")
+    assert tensor.type_name == "Q8_0" and tensor.n_bytes is not None
+    start = header.data_offsets[0] + tensor.offset
+    data = np.memmap(dst, dtype=np.uint8, mode="r+", offset=start, shape=(tensor.n_bytes,))
+    blocks = data.reshape(-1, 34)  # Q8_0 block: fp16 scale, then 32 int8 weights
+    scales = blocks[:, :2].copy().view(np.float16).astype(np.float32) * factor
+    blocks[:, :2] = scales.astype(np.float16).view(np.uint8).reshape(-1, 2)
+    data.flush()
+    del data
+    return dst
+
+
+def flip_byte(src: Path, dst: Path) -> Path:
+    """Copy ``src`` with one byte in the middle inverted."""
+    import shutil
+
+    shutil.copyfile(src, dst)
+    middle = dst.stat().st_size // 2
+    with dst.open("r+b") as fh:
+        fh.seek(middle)
+        byte = fh.read(1)
+        fh.seek(middle)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    return dst

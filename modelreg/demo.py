@@ -1,0 +1,97 @@
+"""``make demo``: the main job on real bundled models, with a fresh SQLite registry in .demo/.
+
+add → verify (passes) → promote SmolLM2; a second SmolLM2 build with its own golden prompt is
+verified and promoted; Gemma 3 270M (a base model) fails the Paris check with wrong_answer and
+cannot be promoted; then the incident: rollback names the last known-good SmolLM2 build and
+--apply restores it; history shows every step.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from modelreg.bundled import (
+    GEMMA3_MODEL_ID,
+    GEMMA3_PACKAGE,
+    SMOLLM2_MODEL_ID,
+    SMOLLM2_PACKAGE,
+    gemma3_270m_gguf,
+    smollm2_gguf,
+)
+
+DEMO_HOME = Path(".demo")
+
+
+def modelreg(*args: str, expect: int = 0) -> str:
+    command = ["modelreg", *args]
+    print(f"\n$ {shlex.join(command)}", flush=True)
+    exe = Path(sys.executable).with_name("modelreg")
+    done = subprocess.run([str(exe), *args], stdout=subprocess.PIPE, text=True, check=False)
+    sys.stdout.write(done.stdout)
+    sys.stdout.flush()
+    if done.returncode != expect:
+        raise SystemExit(f"demo: expected exit {expect}, got {done.returncode}")
+    print(f"(exit {done.returncode})", flush=True)
+    return done.stdout.strip()
+
+
+def main() -> None:
+    shutil.rmtree(DEMO_HOME, ignore_errors=True)
+    os.environ["MODELREG_HOME"] = str(DEMO_HOME.resolve())
+    os.environ.pop("MODELREG_DATABASE_URL", None)
+    smol = str(smollm2_gguf())
+    gemma = str(gemma3_270m_gguf(Path(".cache/models")))
+    smol_source = f"pypi://{SMOLLM2_PACKAGE}"
+
+    print("== After a build: record exactly what was built")
+    first = modelreg("add", smol, "--model-id", SMOLLM2_MODEL_ID, "--source", smol_source)
+    modelreg("show", first)
+
+    print("\n== Before a deploy: verify on the target, then promote")
+    modelreg("verify", first, "--target", "cpu")
+    modelreg("promote", first, "--target", "cpu", "--why", "initial release")
+
+    print("\n== A second build of the same model (its own golden prompt) goes out")
+    second = modelreg(
+        "add",
+        smol,
+        "--model-id",
+        SMOLLM2_MODEL_ID,
+        "--source",
+        smol_source,
+        "--prompt",
+        "Name the capital city of France.",
+    )
+    modelreg("verify", second, "--target", "cpu")
+    modelreg("promote", second, "--target", "cpu", "--why", "new golden prompt")
+
+    print("\n== Gemma 3 270M is a base model: it loads fine and answers wrong")
+    gemma_record = modelreg(
+        "add", gemma, "--model-id", GEMMA3_MODEL_ID, "--source", f"pypi://{GEMMA3_PACKAGE}"
+    )
+    modelreg("verify", gemma_record, "--target", "cpu", expect=1)
+    modelreg("promote", gemma_record, "--target", "cpu", expect=1)
+
+    print("\n== Incident on the second build: what was last known-good?")
+    modelreg("rollback", SMOLLM2_MODEL_ID, "--target", "cpu")
+    modelreg(
+        "rollback",
+        SMOLLM2_MODEL_ID,
+        "--target",
+        "cpu",
+        "--apply",
+        "--why",
+        "incident: second build misbehaves",
+    )
+    modelreg("history", SMOLLM2_MODEL_ID)
+    modelreg("list")
+    print(f"\ndemo registry: {DEMO_HOME / 'registry.db'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""What every validator shares: the Protocol, the context it runs in, and result building."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from modelreg.errors import InvalidInput
+from modelreg.registry.store import Record
+from modelreg.registry.tables import utcnow
+from modelreg.schemas.verification import CheckResult, Outcome
+from modelreg.targets import Target
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    timeout_seconds: float = 300.0
+    context: int | None = None  # tokens for the memory check; default min(4096, trained)
+    threads: int | None = None
+    max_new_tokens: int = 16
+    seed: int = 0
+    # argv that starts the llama.cpp child; tests swap in a child that really crashes.
+    llama_child_argv: tuple[str, ...] = (sys.executable, "-m", "modelreg.validators.llama_child")
+
+
+@dataclass
+class CheckContext:
+    record: Record
+    target: Target
+    files: dict[str, Path]  # manifest path -> where it is on this host
+    options: VerifyOptions
+    # Results shared between checks of one run (e.g. one llama.cpp child serves two checks).
+    shared: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def threads(self) -> int:
+        return self.options.threads or os.cpu_count() or 1
+
+
+class Check(Protocol):
+    """A validator: ``run`` never raises for a problem with the artifact or host — it returns
+    ``fail`` or ``unavailable`` with the reason and evidence."""
+
+    name: str
+
+    def run(self, ctx: CheckContext) -> CheckResult: ...
+
+
+def finish(
+    check: str,
+    started: datetime,
+    outcome: Outcome,
+    summary: str,
+    evidence: dict[str, Any] | None = None,
+    classification: str | None = None,
+    required: bool = True,
+) -> CheckResult:
+    return CheckResult(
+        check=check,
+        required=required,
+        outcome=outcome,
+        classification=classification,
+        summary=summary,
+        evidence=evidence or {},
+        started_at=started,
+        finished_at=utcnow(),
+    )
+
+
+def locate_files(record: Record, path: Path | None) -> dict[str, Path]:
+    """Where each of the record's files is on this host.
+
+    Default: where they were at ``add``. ``path`` may name a directory holding them, or — for a
+    one-file record — the file itself (a deploy may rename it).
+    """
+    names = [f.path for f in record.manifest.files]
+    if path is None:
+        return {name: record.root / name for name in names}
+    path = path.expanduser().resolve()
+    if path.is_dir():
+        return {name: path / name for name in names}
+    if len(names) == 1 and path.is_file():
+        return {names[0]: path}
+    if not path.exists():
+        raise InvalidInput(f"--path {path}: no such file or directory")
+    raise InvalidInput(
+        f"--path {path}: record {record.id} has {len(names)} files; give their directory"
+    )

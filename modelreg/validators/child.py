@@ -1,0 +1,120 @@
+"""Run a validator's runtime in a child process, so a crash or hang is an outcome, not ours.
+
+The child reads one JSON request on stdin and writes one JSON response on its original stdout;
+anything a native library prints goes to stderr. A child killed by a signal (SIGILL on a CPU
+without the instructions the build uses, SIGSEGV, SIGKILL from the OOM killer) or still running
+at the timeout is reported with the signal's name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+STDERR_TAIL_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    status: Literal["ok", "crashed", "timeout", "no_response"]
+    response: dict[str, Any] | None
+    exit_code: int | None
+    signal: str | None
+    wall_ms: float
+    stderr_tail: str
+
+    def describe(self) -> str:
+        if self.status == "timeout":
+            return f"no answer within the timeout; killed after {self.wall_ms / 1000:.1f} s"
+        if self.signal:
+            return f"child killed by {self.signal}"
+        if self.status == "no_response":
+            return f"child exited with status {self.exit_code} without a response"
+        return "ok"
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "child_status": self.status,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "child_wall_ms": round(self.wall_ms, 1),
+            "stderr_tail": self.stderr_tail,
+        }
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def run_child(
+    argv: Sequence[str],
+    request: dict[str, Any],
+    *,
+    timeout: float,
+    memory_limit_bytes: int | None = None,
+) -> ChildRun:
+    """Start ``argv``, send ``request``, wait at most ``timeout`` seconds."""
+
+    def limit_memory() -> None:  # runs in the child, before exec
+        if memory_limit_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, so a timeout kills all of it
+        preexec_fn=limit_memory if memory_limit_bytes else None,
+    )
+    status: Literal["ok", "crashed", "timeout", "no_response"]
+    try:
+        out, err = proc.communicate(json.dumps(request).encode(), timeout=timeout)
+        status = "ok"
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        status = "timeout"
+    wall_ms = (time.perf_counter() - started) * 1000
+    code = proc.returncode
+    signame = _signal_name(-code) if code is not None and code < 0 else None
+    response = None
+    if status == "ok":
+        try:
+            lines = out.decode("utf-8", errors="replace").strip().splitlines()
+            parsed = json.loads(lines[-1]) if lines else None
+            response = parsed if isinstance(parsed, dict) else None
+        except json.JSONDecodeError:
+            response = None
+        if signame:
+            status = "crashed"
+        elif response is None:
+            status = "no_response"
+    tail = err.decode("utf-8", errors="replace")[-STDERR_TAIL_CHARS:]
+    return ChildRun(status, response, code, signame if status != "timeout" else None, wall_ms, tail)
+
+
+def respond(payload: dict[str, Any], stream: Any) -> None:
+    """Write the child's one response line (used by child entry points)."""
+    stream.write(json.dumps(payload, default=str) + "\n")
+    stream.flush()
+
+
+def reserve_stdout() -> Any:
+    """Keep the real stdout for the response; send everything else printed to stderr."""
+    response_stream = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return response_stream

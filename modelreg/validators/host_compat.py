@@ -1,0 +1,121 @@
+"""``host-compat``: can this target run the artifact at all?
+
+Format vs target kind, the CPU features the runtime build executes vs the target's CPU flags
+(a llama.cpp built for AVX2 on an AVX1 host is a fail with that reason, not a crash), and
+weights + KV cache at the configured context vs the target's memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modelreg.manifests.fit import memory_fit
+from modelreg.registry.tables import utcnow
+from modelreg.schemas.verification import CheckResult, Outcome
+from modelreg.validators.base import CheckContext, finish
+from modelreg.validators.cpu_features import missing_flags
+from modelreg.validators.llama_runtime import llama_report, target_flags
+
+RUNTIME_TARGET_KIND = {"llama.cpp": "cpu", "transformers": "cpu", "neuron": "neuron"}
+
+
+class HostCompatCheck:
+    name = "host-compat"
+
+    def run(self, ctx: CheckContext) -> CheckResult:
+        started = utcnow()
+        manifest = ctx.record.manifest
+        failures: list[str] = []
+        unknown: list[str] = []
+        evidence: dict[str, Any] = {"target": ctx.target.name, "target_kind": ctx.target.kind}
+
+        needed_kind = RUNTIME_TARGET_KIND[manifest.runtime.runtime]
+        if needed_kind != ctx.target.kind:
+            failures.append(
+                f"{manifest.format} artifacts run on {manifest.runtime.runtime} "
+                f"({needed_kind} targets); {ctx.target.name} is a {ctx.target.kind} target"
+            )
+            return finish(
+                self.name,
+                started,
+                Outcome.FAIL,
+                "; ".join(failures),
+                evidence,
+                classification="wrong_target",
+            )
+
+        fit = memory_fit(manifest, ctx.target.memory_bytes, context=ctx.options.context)
+        evidence["memory"] = {
+            "context_tokens": fit.kv.tokens,
+            "weights_bytes": fit.weights_bytes,
+            "kv_cache_bytes": fit.kv.bytes,
+            "overhead_bytes": fit.overhead_bytes,
+            "overhead_rule": fit.overhead_rule,
+            "total_bytes": fit.total_bytes,
+            "capacity_bytes": fit.capacity_bytes,
+            "budget_bytes": fit.budget_bytes,
+            "fits": fit.fits,
+        }
+        if fit.fits is False:
+            failures.extend(fit.reasons)
+        elif fit.fits is None:
+            unknown.extend(fit.reasons)
+
+        flags = target_flags(ctx)
+        if manifest.runtime.runtime == "llama.cpp":
+            self._cpu_features(ctx, flags, failures, unknown, evidence)
+        declared = [
+            f for f in manifest.runtime.cpu_features if flags is not None and f not in flags
+        ]
+        if declared:
+            failures.append(f"the artifact needs CPU flags {', '.join(declared)}, absent on target")
+
+        if failures:
+            return finish(
+                self.name,
+                started,
+                Outcome.FAIL,
+                "; ".join(failures),
+                evidence,
+                classification="incompatible",
+            )
+        if unknown:
+            return finish(self.name, started, Outcome.UNAVAILABLE, "; ".join(unknown), evidence)
+        return finish(
+            self.name,
+            started,
+            Outcome.PASS,
+            f"runtime build runs on {ctx.target.name}; needs {fit.total_bytes / 2**30:.2f} GiB "  # type: ignore[operator]
+            f"of a {fit.budget_bytes / 2**30:.2f} GiB budget at {fit.kv.tokens} tokens",  # type: ignore[operator]
+            evidence,
+        )
+
+    @staticmethod
+    def _cpu_features(
+        ctx: CheckContext,
+        flags: frozenset[str] | None,
+        failures: list[str],
+        unknown: list[str],
+        evidence: dict[str, Any],
+    ) -> None:
+        if flags is None:
+            unknown.append(f"target {ctx.target.name} declares no cpu_flags")
+            return
+        report = llama_report(ctx)
+        features = report.response.get("build_features")
+        evidence["runtime"] = {
+            "llama_cpp_python_version": report.response.get("llama_cpp_python_version"),
+            "system_info": report.response.get("system_info"),
+        }
+        evidence["target_cpu_flags"] = sorted(flags)
+        if report.status == "no_runtime":
+            unknown.append(report.response.get("message", "llama-cpp-python is not installed"))
+        elif features is None:
+            unknown.append(f"could not probe the llama.cpp build: {report.child.describe()}")
+        else:
+            missing = missing_flags(features, flags)
+            if missing:
+                failures.append(
+                    f"llama.cpp was built for {', '.join(missing)}, which {ctx.target.name} "
+                    "lacks (it would crash or compute garbage there)"
+                )

@@ -1,0 +1,84 @@
+"""One llama.cpp child run per verify, shared by ``host-compat`` and ``gguf-cpu-smoke``.
+
+Importing llama_cpp costs ~0.2 s; probing the build and generating in the same child keeps
+``verify`` close to the cost of a bare script that loads the model and generates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from modelreg import host
+from modelreg.manifests.fit import memory_fit
+from modelreg.schemas.manifest import GoldenPrompt
+from modelreg.validators.answers import (
+    DEFAULT_CHAT_PROMPT,
+    DEFAULT_COMPLETION_PROMPT,
+    DEFAULT_EXPECT,
+)
+from modelreg.validators.base import CheckContext
+from modelreg.validators.child import ChildRun, run_child
+
+SMOKE_CONTEXT = 512
+
+
+@dataclass(frozen=True)
+class LlamaReport:
+    child: ChildRun
+    loaded_requested: bool
+    not_loaded_because: str | None
+    prompts: list[GoldenPrompt]
+
+    @property
+    def response(self) -> dict[str, Any]:
+        return self.child.response or {}
+
+    @property
+    def status(self) -> str:
+        return self.response.get("status", self.child.status)
+
+
+def golden_prompts(ctx: CheckContext) -> list[GoldenPrompt]:
+    """The record's own prompts, else the target's, else the default Paris check."""
+    if ctx.record.manifest.golden_prompts:
+        return list(ctx.record.manifest.golden_prompts)
+    if ctx.target.golden_prompts:
+        return list(ctx.target.golden_prompts)
+    has_template = ctx.record.manifest.architecture.chat_template_sha256 is not None
+    prompt = DEFAULT_CHAT_PROMPT if has_template else DEFAULT_COMPLETION_PROMPT
+    return [GoldenPrompt(prompt=prompt, expect=DEFAULT_EXPECT, chat=has_template)]
+
+
+def target_flags(ctx: CheckContext) -> frozenset[str] | None:
+    return host.cpu_flags() if ctx.target.is_local else ctx.target.cpu_flags
+
+
+def llama_report(ctx: CheckContext) -> LlamaReport:
+    cached = ctx.shared.get("llama")
+    if isinstance(cached, LlamaReport):
+        return cached
+    reason = None
+    if not ctx.target.is_local:
+        reason = f"this host ({host.hostname()}) is not target {ctx.target.name}"
+    else:
+        fit = memory_fit(ctx.record.manifest, ctx.target.memory_bytes, context=SMOKE_CONTEXT)
+        if fit.fits is False:
+            reason = "the model does not fit this host's memory: " + "; ".join(fit.reasons)
+    (model_file,) = [f for f in ctx.record.manifest.files if f.role == "weights"][:1]
+    prompts = golden_prompts(ctx)
+    flags = target_flags(ctx)
+    request = {
+        "model_path": str(ctx.files[model_file.path]),
+        "prompts": [p.model_dump() for p in prompts],
+        "n_ctx": SMOKE_CONTEXT,
+        "n_threads": ctx.threads,
+        "max_tokens": ctx.options.max_new_tokens,
+        "seed": ctx.options.seed,
+        "host_flags": sorted(flags) if flags is not None else None,
+        "load": reason is None,
+    }
+    child = run_child(ctx.options.llama_child_argv, request, timeout=ctx.options.timeout_seconds)
+    report = LlamaReport(child, reason is None, reason, prompts)
+    ctx.shared["llama"] = report
+    return report

