@@ -86,6 +86,27 @@ def verify(
     json_out: JsonOption = False,
 ) -> int:
     """Re-run the record's required checks on TARGET; exit 0 only if all passed."""
+    from modelreg.validators.child import RuntimeChild
+    from modelreg.validators.llama_child import CHILD_ARGV
+
+    # Started before the heavy imports below: llama_cpp loads while we open the registry.
+    warm = RuntimeChild(CHILD_ARGV)
+    try:
+        return _verify(ctx, warm, record_ref, target, path, timeout, context, json_out)
+    finally:
+        warm.discard()
+
+
+def _verify(
+    ctx: typer.Context,
+    warm: Any,
+    record_ref: str,
+    target: str,
+    path: Path | None,
+    timeout: float,
+    context: int | None,
+    json_out: bool,
+) -> int:
     from modelreg.targets import get_target
     from modelreg.validators.base import VerifyOptions
     from modelreg.validators.verify import verify_record
@@ -99,6 +120,7 @@ def verify(
         config.actor(),
         path=path,
         options=VerifyOptions(timeout_seconds=timeout, context=context),
+        warm_llama_child=warm,
     )
     if json_out:
         emit_json(_verification_json(report))

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlmodel import create_engine
@@ -14,6 +14,9 @@ from sqlmodel import create_engine
 from modelreg.errors import InvalidInput
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# The newest migration's revision. Checked against alembic's view in the tests; lets an
+# up-to-date database open without importing alembic (a fifth of a CLI call's start-up).
+SCHEMA_HEAD = "0001"
 
 
 def redact(url: str) -> str:
@@ -74,18 +77,18 @@ def head_revision() -> str:
 
 
 def current_revision(engine: Engine) -> str | None:
-    from alembic.runtime.migration import MigrationContext
-
     with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
+        if not inspect(connection).has_table("alembic_version"):
+            return None
+        return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision`` (a no-op when it is already there)."""
+    if revision == "head" and current_revision(engine) == SCHEMA_HEAD:
+        return
     from alembic import command
 
-    if revision == "head" and current_revision(engine) == head_revision():
-        return
     config = _alembic_config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ from modelreg.registry.store import Record
 from modelreg.registry.tables import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.targets import Target
+from modelreg.validators.llama_child import CHILD_ARGV
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class VerifyOptions:
     max_new_tokens: int = 16
     seed: int = 0
     # argv that starts the llama.cpp child; tests swap in a child that really crashes.
-    llama_child_argv: tuple[str, ...] = (sys.executable, "-m", "modelreg.validators.llama_child")
+    llama_child_argv: tuple[str, ...] = CHILD_ARGV
 
 
 @dataclass

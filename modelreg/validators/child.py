@@ -57,6 +57,69 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+class RuntimeChild:
+    """A runtime child started ahead of its request, so that its slow imports (llama_cpp,
+    torch) overlap the parent's own start-up; answered once with ``exchange``."""
+
+    def __init__(self, argv: Sequence[str], memory_limit_bytes: int | None = None) -> None:
+        def limit_memory() -> None:  # runs in the child, before exec
+            if memory_limit_bytes:
+                resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group, so a timeout kills all of it
+            preexec_fn=limit_memory if memory_limit_bytes else None,
+        )
+        self.answered = False
+
+    def exchange(self, request: dict[str, Any], timeout: float) -> ChildRun:
+        """Send ``request``; wait at most ``timeout`` seconds for the response."""
+        proc = self.proc
+        self.answered = True
+        status: Literal["ok", "crashed", "timeout", "no_response"]
+        try:
+            out, err = proc.communicate(json.dumps(request).encode(), timeout=timeout)
+            status = "ok"
+        except subprocess.TimeoutExpired:
+            self.discard()
+            out, err = proc.communicate()
+            status = "timeout"
+        wall_ms = (time.perf_counter() - self.started) * 1000
+        code = proc.returncode
+        signame = _signal_name(-code) if code is not None and code < 0 else None
+        response = None
+        if status == "ok":
+            try:
+                lines = out.decode("utf-8", errors="replace").strip().splitlines()
+                parsed = json.loads(lines[-1]) if lines else None
+                response = parsed if isinstance(parsed, dict) else None
+            except json.JSONDecodeError:
+                response = None
+            if signame:
+                status = "crashed"
+            elif response is None:
+                status = "no_response"
+        tail = err.decode("utf-8", errors="replace")[-STDERR_TAIL_CHARS:]
+        return ChildRun(
+            status, response, code, signame if status != "timeout" else None, wall_ms, tail
+        )
+
+    def discard(self) -> None:
+        """Kill the child (and anything it started) if it is still running."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        if not self.answered:
+            self.answered = True
+            with contextlib.suppress(OSError, ValueError, subprocess.TimeoutExpired):
+                self.proc.communicate(timeout=5)
+
+
 def run_child(
     argv: Sequence[str],
     request: dict[str, Any],
@@ -65,46 +128,7 @@ def run_child(
     memory_limit_bytes: int | None = None,
 ) -> ChildRun:
     """Start ``argv``, send ``request``, wait at most ``timeout`` seconds."""
-
-    def limit_memory() -> None:  # runs in the child, before exec
-        if memory_limit_bytes:
-            resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
-
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group, so a timeout kills all of it
-        preexec_fn=limit_memory if memory_limit_bytes else None,
-    )
-    status: Literal["ok", "crashed", "timeout", "no_response"]
-    try:
-        out, err = proc.communicate(json.dumps(request).encode(), timeout=timeout)
-        status = "ok"
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        status = "timeout"
-    wall_ms = (time.perf_counter() - started) * 1000
-    code = proc.returncode
-    signame = _signal_name(-code) if code is not None and code < 0 else None
-    response = None
-    if status == "ok":
-        try:
-            lines = out.decode("utf-8", errors="replace").strip().splitlines()
-            parsed = json.loads(lines[-1]) if lines else None
-            response = parsed if isinstance(parsed, dict) else None
-        except json.JSONDecodeError:
-            response = None
-        if signame:
-            status = "crashed"
-        elif response is None:
-            status = "no_response"
-    tail = err.decode("utf-8", errors="replace")[-STDERR_TAIL_CHARS:]
-    return ChildRun(status, response, code, signame if status != "timeout" else None, wall_ms, tail)
+    return RuntimeChild(argv, memory_limit_bytes).exchange(request, timeout)
 
 
 def respond(payload: dict[str, Any], stream: Any) -> None:

@@ -13,6 +13,7 @@ from modelreg.validators.base import CheckContext, finish
 
 class DigestCheck:
     name = "digest"
+    concurrent = True  # hashing releases the GIL: run beside the runtime checks
 
     def run(self, ctx: CheckContext) -> CheckResult:
         started = utcnow()

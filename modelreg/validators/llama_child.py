@@ -19,6 +19,7 @@ from modelreg.validators.child import reserve_stdout, respond
 from modelreg.validators.cpu_features import build_features, missing_flags
 
 LOG_LINES_KEPT = 400
+CHILD_ARGV = (sys.executable, "-m", "modelreg.validators.llama_child")
 
 
 def _generate(
@@ -59,8 +60,8 @@ def _generate(
 
 def main() -> int:
     out = reserve_stdout()
-    request = json.loads(sys.stdin.read())
     started = time.perf_counter()
+    # Import before reading the request: the parent may start us early (see RuntimeChild).
     try:
         import ctypes
 
@@ -68,6 +69,7 @@ def main() -> int:
     except ImportError as exc:
         respond({"status": "no_runtime", "message": f"llama-cpp-python not importable: {exc}"}, out)
         return 0
+    request = json.loads(sys.stdin.read())
     log: deque[tuple[int, str]] = deque(maxlen=LOG_LINES_KEPT)
 
     @llama_cpp.llama_log_callback

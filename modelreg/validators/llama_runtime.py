@@ -18,7 +18,7 @@ from modelreg.validators.answers import (
     DEFAULT_EXPECT,
 )
 from modelreg.validators.base import CheckContext
-from modelreg.validators.child import ChildRun, run_child
+from modelreg.validators.child import ChildRun, RuntimeChild, run_child
 
 SMOKE_CONTEXT = 512
 
@@ -78,7 +78,13 @@ def llama_report(ctx: CheckContext) -> LlamaReport:
         "host_flags": sorted(flags) if flags is not None else None,
         "load": reason is None,
     }
-    child = run_child(ctx.options.llama_child_argv, request, timeout=ctx.options.timeout_seconds)
+    warm = ctx.shared.pop("warm_llama_child", None)
+    if isinstance(warm, RuntimeChild):
+        child = warm.exchange(request, ctx.options.timeout_seconds)
+    else:
+        child = run_child(
+            ctx.options.llama_child_argv, request, timeout=ctx.options.timeout_seconds
+        )
     report = LlamaReport(child, reason is None, reason, prompts)
     ctx.shared["llama"] = report
     return report

@@ -12,7 +12,13 @@ from sqlmodel import SQLModel
 
 from modelreg.errors import AmbiguousRecord, InvalidInput, RecordNotFound
 from modelreg.manifests.build import build_manifest
-from modelreg.registry.db import create_registry_engine, current_revision, head_revision, migrate
+from modelreg.registry.db import (
+    SCHEMA_HEAD,
+    create_registry_engine,
+    current_revision,
+    head_revision,
+    migrate,
+)
 from modelreg.registry.store import Registry, open_registry
 
 
@@ -25,7 +31,7 @@ def test_migrations_build_the_schema_the_tables_describe(tmp_path: Path) -> None
     engine = create_registry_engine(f"sqlite:///{tmp_path / 'm.db'}")
     assert current_revision(engine) is None
     migrate(engine)
-    assert current_revision(engine) == head_revision()
+    assert current_revision(engine) == head_revision() == SCHEMA_HEAD
     with engine.connect() as connection:
         diff = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
     assert diff == []

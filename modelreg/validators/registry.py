@@ -1,0 +1,28 @@
+"""Validators, registered in one place, and which of them a record needs on a target.
+
+(Not in the package ``__init__``: the runtime child processes import ``modelreg.validators.*``
+and must not pay for the registry's database imports.)
+"""
+
+from __future__ import annotations
+
+from modelreg.validators.base import Check
+from modelreg.validators.digest import DigestCheck
+from modelreg.validators.gguf_smoke import GGUFCpuSmoke
+from modelreg.validators.host_compat import HostCompatCheck
+
+CHECKS: dict[str, Check] = {
+    check.name: check for check in (DigestCheck(), HostCompatCheck(), GGUFCpuSmoke())
+}
+
+# (record format, target kind) -> the checks that must pass, in the order they run.
+REQUIRED_CHECKS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("gguf", "cpu"): ("digest", "host-compat", "gguf-cpu-smoke"),
+    ("gguf", "neuron"): ("digest", "host-compat"),
+}
+
+
+def required_checks(record_format: str, target_kind: str) -> tuple[str, ...]:
+    # A format with no entry still gets the checks every artifact needs; host-compat then
+    # says why it cannot run there.
+    return REQUIRED_CHECKS.get((record_format, target_kind), ("digest", "host-compat"))
