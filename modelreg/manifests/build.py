@@ -11,6 +11,7 @@ from typing import Any
 from modelreg.errors import InvalidArtifact, InvalidInput
 from modelreg.manifests.digest import ProgressCallback, sha256_files
 from modelreg.manifests.gguf import GGUFHeader, SkippedArray, read_gguf
+from modelreg.manifests.holds import finalize
 from modelreg.manifests.ledger import (
     TensorEntry,
     classify_gguf_tensor,
@@ -20,6 +21,7 @@ from modelreg.manifests.ledger import (
 )
 from modelreg.schemas.manifest import (
     ArchitectureFacts,
+    Count,
     FileEntry,
     GGUFFacts,
     GoldenPrompt,
@@ -50,6 +52,7 @@ def build_manifest(
     license_id: str | None = None,
     golden_prompts: Sequence[GoldenPrompt] = (),
     recipe: QuantRecipe | None = None,
+    effective: Count | None = None,
     progress: ProgressCallback | None = None,
     on_hashing: Any = None,
 ) -> BuiltArtifact:
@@ -77,6 +80,7 @@ def build_manifest(
             license_id=license_id,
             golden_prompts=golden_prompts,
             recipe=recipe,
+            effective=effective,
             progress=progress,
             on_hashing=on_hashing,
         )
@@ -158,6 +162,7 @@ def architecture_from_gguf(header: GGUFHeader) -> ArchitectureFacts:
         vocab_size=vocab,
         tied_embeddings=("output.weight" not in names) if "token_embd.weight" in names else None,
         chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
+        source="gguf metadata",
     )
 
 
@@ -182,6 +187,7 @@ def _build_gguf(
     license_id: str | None,
     golden_prompts: Sequence[GoldenPrompt],
     recipe: QuantRecipe | None,
+    effective: Count | None,
     progress: ProgressCallback | None,
     on_hashing: Any,
 ) -> BuiltArtifact:
@@ -200,7 +206,7 @@ def _build_gguf(
         for t in header.tensors
     ]
     arch = architecture_from_gguf(header)
-    ledger, hold_reasons = compute_ledger(
+    ledger = compute_ledger(
         entries,
         classify_gguf_tensor,
         gguf_layer_of,
@@ -216,12 +222,8 @@ def _build_gguf(
         base_bits_per_weight=base_bits_per_weight(nominal),
     )
     quant.recipe = recipe
-    unknown_types = sorted({t.type_name for t in header.tensors if t.n_bytes is None})
-    if unknown_types:
-        hold_reasons.append(
-            f"tensor types {', '.join(unknown_types)} are unknown to this gguf version: "
-            "tensor bytes and bits per weight unknown"
-        )
+    if effective is not None:
+        ledger.effective = effective
     license_ = _resolve_license(_str(header.get("general.license")), license_id)
 
     if on_hashing:
@@ -231,7 +233,6 @@ def _build_gguf(
         FileEntry(path=p.name, bytes=p.stat().st_size, sha256=d, role="weights")
         for p, d in zip(header.paths, digests, strict=True)
     ]
-    hold_reasons += _identity_gaps(model_id, source, license_)
     manifest = Manifest(
         model_id=model_id,
         source=source,
@@ -252,17 +253,5 @@ def _build_gguf(
         ),
         runtime=RuntimeRequirements(runtime="llama.cpp"),
         golden_prompts=list(golden_prompts),
-        hold_reasons=hold_reasons,
     )
-    return BuiltArtifact(manifest, root)
-
-
-def _identity_gaps(model_id: str | None, source: str | None, license_: License) -> list[str]:
-    gaps = []
-    if model_id is None:
-        gaps.append("model id unknown: give --model-id org/name")
-    if source is None:
-        gaps.append("source unknown: give --source hf://org/name@<commit> (or pypi://, sha256:)")
-    if license_.id is None:
-        gaps.append("license unknown: the artifact declares none; give --license")
-    return gaps
+    return BuiltArtifact(finalize(manifest), root)

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from modelreg.errors import InvalidInput
 from modelreg.schemas.manifest import Count, ParameterLedger, Quantization, TensorStats
 
 
@@ -82,8 +83,9 @@ def compute_ledger(
     *,
     expert_count: int | list[int] | None,
     expert_used_count: int | list[int] | None,
-) -> tuple[ParameterLedger, list[str]]:
-    """Ledger from tensors, plus the reasons any of it is unknown (for the record's hold)."""
+) -> ParameterLedger:
+    """Ledger from tensors. Active parameters of a MoE stay unknown without routing counts;
+    contradictory routing counts are bad input."""
     total = embedding = routed = 0
     routed_by_layer: dict[int | None, int] = {}
     for t in tensors:
@@ -96,31 +98,28 @@ def compute_ledger(
             layer = layer_of(t.name)
             routed_by_layer[layer] = routed_by_layer.get(layer, 0) + t.n_elements
 
-    reasons: list[str] = []
     ledger = ParameterLedger(
         total=Count(value=total, provenance="tensors"),
         non_embedding=Count(value=total - embedding, provenance="tensors"),
     )
     if not routed:
         ledger.active = Count(value=total, provenance="tensors")
-        return ledger, reasons
+        return ledger
 
     active_routed = 0.0
     for layer, params in routed_by_layer.items():
         used = _per_layer(expert_used_count, layer)
         count = _per_layer(expert_count, layer)
         if not used or not count:
-            reasons.append(
-                "mixture-of-experts tensors present but expert_count / expert_used_count "
-                f"unknown for layer {layer}: active parameters unknown"
-            )
-            return ledger, reasons
+            return ledger  # active stays unknown; holds.hold_reasons says why
         if used > count:
-            reasons.append(f"expert_used_count {used} exceeds expert_count {count}")
-            return ledger, reasons
+            raise InvalidInput(
+                f"contradictory expert counts: expert_used_count {used} exceeds expert_count "
+                f"{count} (layer {layer})"
+            )
         active_routed += params * used / count
     ledger.active = Count(value=total - routed + round(active_routed), provenance="tensors")
-    return ledger, reasons
+    return ledger
 
 
 def _bits(n_bytes: int | None, params: int) -> float | None:

@@ -209,6 +209,12 @@ class Registry:
         """
         if manifest.model_id is None:
             raise InvalidInput("a record needs a model id: give --model-id org/name")
+        unhashed = [f.path for f in manifest.files if f.sha256 is None or f.bytes is None]
+        if unhashed:
+            raise InvalidInput(
+                f"a record's files must be hashed; {', '.join(unhashed)} has no sha256/size "
+                "(record the artifact itself with: modelreg add FILE…)"
+            )
         digest = manifest.digest()
         existing = self._find_by_digest(digest)
         if existing is not None:
@@ -239,6 +245,7 @@ class Registry:
                 session.add(row)
                 session.flush()
                 for f in manifest.files:
+                    assert f.bytes is not None and f.sha256 is not None  # checked above
                     session.add(
                         RecordFileRow(record_id=row.id, path=f.path, bytes=f.bytes, sha256=f.sha256)
                     )

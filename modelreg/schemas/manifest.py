@@ -115,8 +115,9 @@ class FileEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str
-    bytes: int = Field(ge=0)
-    sha256: Sha256
+    # None only in hand-written reference manifests of builds we do not hold: unknown.
+    bytes: int | None = Field(default=None, ge=0)
+    sha256: Sha256 | None = None
     role: Literal["weights", "config", "tokenizer", "chat_template", "other"] = "weights"
 
     @field_validator("path")
@@ -193,6 +194,33 @@ class ArchitectureFacts(BaseModel):
     vocab_size: int | None = None
     tied_embeddings: bool | None = None
     chat_template_sha256: Sha256 | None = None
+    source: str | None = None  # where these facts were read: "gguf metadata", a config URL…
+
+
+class LabelFinding(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    claim: str  # "total", "active", "effective", "experts"
+    label_value: int | None
+    ledger_value: int | None
+    deviation: float | None = None
+    consistent: bool | None = None  # None: cannot tell (ledger value unknown)
+    message: str
+
+
+class LabelCheck(BaseModel):
+    """The outcome of checking a size label against the parameter ledger."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    source: str  # "gguf:general.size_label", "model_id", "card:…"
+    tolerance: float = 0.10
+    findings: list[LabelFinding] = Field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        return [f.message for f in self.findings if f.consistent is not True]
 
 
 class GGUFFacts(BaseModel):
@@ -244,6 +272,8 @@ class Manifest(BaseModel):
     gguf: GGUFFacts | None = None
     runtime: RuntimeRequirements
     golden_prompts: list[GoldenPrompt] = Field(default_factory=list)
+    label_check: LabelCheck | None = None
+    notes: list[str] = Field(default_factory=list)
     hold_reasons: list[str] = Field(default_factory=list)
 
     @field_validator("model_id")
