@@ -10,6 +10,7 @@ import typer
 from modelreg import config
 from modelreg.cli.main import JsonOption, _registry, app
 from modelreg.cli.render import HashProgress, emit_json, human_bytes, say, table
+from modelreg.errors import InvalidInput
 
 PathsArg = Annotated[
     list[Path], typer.Argument(help="Artifact file(s): a .gguf (any shard of a split set).")
@@ -33,6 +34,20 @@ PromptOption = Annotated[
 ExpectOption = Annotated[
     str, typer.Option("--expect", help="Text every golden prompt's answer must contain.")
 ]
+EffectiveOption = Annotated[
+    int | None,
+    typer.Option(
+        "--effective-params",
+        help="Declared effective parameters (never computed), e.g. Gemma 3n E2B's.",
+    ),
+]
+EffectiveSourceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--effective-source",
+        help="Where the effective count is declared, with its condition (URL or card).",
+    ),
+]
 RecipeOption = Annotated[
     Path | None,
     typer.Option("--recipe", help="Quantization recipe YAML (tool, revision, scheme, ...)."),
@@ -47,11 +62,20 @@ def _build(
     prompts: list[str] | None,
     expect: str,
     recipe: Path | None,
+    effective: int | None = None,
+    effective_source: str | None = None,
 ) -> Any:
     from modelreg.manifests.build import build_manifest
     from modelreg.manifests.recipe import load_recipe
-    from modelreg.schemas.manifest import GoldenPrompt
+    from modelreg.schemas.manifest import Count, GoldenPrompt
 
+    declared = None
+    if (effective is None) != (effective_source is None):
+        raise InvalidInput("--effective-params and --effective-source go together")
+    if effective is not None:
+        if effective <= 0:
+            raise InvalidInput(f"--effective-params {effective} must be positive")
+        declared = Count(value=effective, provenance=f"declared:{effective_source}")
     progress = HashProgress()
     return build_manifest(
         paths,
@@ -60,6 +84,7 @@ def _build(
         license_id=license_id,
         golden_prompts=[GoldenPrompt(prompt=p, expect=expect) for p in prompts or []],
         recipe=load_recipe(recipe) if recipe else None,
+        effective=declared,
         progress=progress,
         on_hashing=progress.start,
     )
@@ -74,10 +99,14 @@ def inspect(
     prompt: PromptOption = None,
     expect: ExpectOption = "Paris",
     recipe: RecipeOption = None,
+    effective: EffectiveOption = None,
+    effective_source: EffectiveSourceOption = None,
     json_out: JsonOption = False,
 ) -> int:
     """Print the manifest that `add` would record (no database)."""
-    built = _build(paths, model_id, source, license_id, prompt, expect, recipe)
+    built = _build(
+        paths, model_id, source, license_id, prompt, expect, recipe, effective, effective_source
+    )
     manifest = built.manifest
     if json_out:
         emit_json(manifest.model_dump(mode="json"))
@@ -96,10 +125,14 @@ def add(
     prompt: PromptOption = None,
     expect: ExpectOption = "Paris",
     recipe: RecipeOption = None,
+    effective: EffectiveOption = None,
+    effective_source: EffectiveSourceOption = None,
     json_out: JsonOption = False,
 ) -> int:
     """Record an artifact: identity, license, parameters, quantization, file digests."""
-    built = _build(paths, model_id, source, license_id, prompt, expect, recipe)
+    built = _build(
+        paths, model_id, source, license_id, prompt, expect, recipe, effective, effective_source
+    )
     registry = _registry(ctx)
     record, created = registry.add(built.manifest, built.root, config.actor())
     if json_out:

@@ -13,8 +13,14 @@ from modelreg.schemas.manifest import LabelCheck, Manifest
 
 def label_check(manifest: Manifest) -> LabelCheck | None:
     """Check the artifact's own size label, else the one in its model id."""
+    arch = manifest.architecture
+    own_source = (
+        "gguf:general.size_label"
+        if arch.source == "gguf metadata"
+        else f"size_label ({arch.source})"
+    )
     candidates = [
-        (manifest.architecture.size_label, "gguf:general.size_label"),
+        (arch.size_label, own_source),
         (manifest.model_id.split("/", 1)[1] if manifest.model_id else None, "model_id"),
     ]
     for text, source in candidates:

@@ -83,3 +83,30 @@ def test_help_lists_the_commands(cli) -> None:
     for command in ("inspect", "add", "show", "list"):
         assert command in out
     assert (REPO / "README.md").read_text().startswith("# modelreg")
+
+
+def test_e_label_holds_until_effective_is_declared(cli, tmp_path: Path) -> None:
+    from tests.helpers import write_gguf
+
+    path = write_gguf(
+        tmp_path / "e2b.gguf",
+        {"token_embd.weight": (64, 16)},
+        metadata={"general.size_label": "E2B", "general.license": "gemma"},
+    )
+    args = ("add", path, "--model-id", "google/gemma-3n-E2B-it", "--source", "pypi://x==1")
+    code, out, err = cli(*args)
+    assert code == 0 and "on hold" in err and "'E' is not 'A'" in err
+    shown = cli("show", out.strip())[1]
+    assert "HOLD" in shown
+    code, out, err = cli(
+        *args,
+        "--effective-params",
+        "1910000000",
+        "--effective-source",
+        "https://ai.google.dev/gemma/docs/gemma-3n",
+    )
+    assert code == 0 and "on hold" not in err
+    manifest = json.loads(cli("show", out.strip(), "--json")[1])["manifest"]
+    assert manifest["parameters"]["effective"]["value"] == 1_910_000_000
+    code, _, err = cli(*args, "--effective-params", "5")
+    assert code == 2 and "go together" in err

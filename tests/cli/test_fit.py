@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import REPO
+from tests.helpers import write_gguf
+
+
+def test_fit_reports_the_reference_kv_example(cli, tmp_path: Path) -> None:
+    path = write_gguf(
+        tmp_path / "llama-8b-shape.gguf",
+        {"token_embd.weight": (16, 8)},
+        metadata={
+            "llama.block_count": 32,
+            "llama.embedding_length": 4096,
+            "llama.attention.head_count": 32,
+            "llama.attention.head_count_kv": 8,
+            "llama.context_length": 131072,
+        },
+    )
+    code, out, _ = cli("add", path, "--model-id", "t/llama-shape", "--license", "mit")
+    record = out.strip()
+    code, out, _ = cli("fit", record, "--context", "8192", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["verdict"] == "fits"
+    assert report["kv_cache"]["bytes"] == 1_073_741_824
+    assert report["kv_cache"]["GiB"] == 1.0 and report["kv_cache"]["GB"] == 1.074
+    code, out, _ = cli("fit", record, "--context", "8192", "--concurrency", "4", "--json")
+    assert json.loads(out)["kv_cache"]["GiB"] == 4.0
+    code, out, _ = cli("fit", record, "--context", "8192")
+    assert "1,073,741,824" in out and "verdict: fits" in out
+
+
+def test_fit_does_not_fit_is_exit_1(cli, smollm2: Path, tmp_path: Path, monkeypatch) -> None:
+    spec = tmp_path / "t.yaml"
+    spec.write_text("targets:\n  tiny:\n    cpu_flags: [avx2]\n    memory_gib: 0.25\n")
+    monkeypatch.setenv("MODELREG_TARGETS", str(spec))
+    record = cli("add", smollm2, "--model-id", "a/b")[1].strip()
+    code, out, _ = cli("fit", record, "--target", "tiny", "--context", "8192", "--json")
+    assert code == 1 and json.loads(out)["verdict"] == "does not fit"
+
+
+def test_fit_reads_a_reference_manifest_and_says_unknown(cli) -> None:
+    code, out, _ = cli("fit", REPO / "manifests" / "qwen3-30b-a3b.json", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["verdict"] == "unknown"
+    assert "tensor bytes unknown" in report["reasons"]
+    assert report["kv_cache"]["bytes"] == 2 * 48 * 4 * 128 * 4096 * 2
+
+
+def test_fit_bad_input_is_exit_2(cli, smollm2: Path) -> None:
+    record = cli("add", smollm2, "--model-id", "a/b")[1].strip()
+    for args in (("--context", "-1"), ("--target", "nowhere"), ("--kv-dtype", "q3_z")):
+        code, _, err = cli("fit", record, *args)
+        assert code == 2 and "Traceback" not in err, args
