@@ -72,11 +72,13 @@ def fit(
 
     the_target = get_target(target)
     name, manifest = _load_manifest(ctx, record_ref)
-    if the_target.kind != "cpu" and manifest.format != "neuron":
+    if (the_target.kind == "neuron") != (manifest.format == "neuron"):
         raise InvalidInput(
             f"{name} is a {manifest.format} artifact; {target} is a {the_target.kind} target "
-            "(fit a neuron bundle there, or use a cpu target)"
+            "(Neuron bundles fit inf2 targets, everything else cpu targets)"
         )
+    if the_target.kind == "neuron":
+        return _neuron_fit(name, manifest, the_target, headroom, json_out)
     result = memory_fit(
         manifest,
         the_target.memory_bytes,
@@ -133,4 +135,52 @@ def fit(
         print(f"verdict: {verdict}" + (f" — {'; '.join(result.reasons)}" if result.reasons else ""))
         for note in kv.notes:
             print(f"note: {note}")
+    return 0 if result.fits else 1
+
+
+def _neuron_fit(name: str, manifest: Any, target: Any, headroom: float, json_out: bool) -> int:
+    from modelreg.manifests.fit import neuron_fit
+
+    result = neuron_fit(
+        manifest, target.neuron_cores, target.memory_bytes, headroom_fraction=headroom
+    )
+    verdict = {True: "fits", False: "does not fit", None: "unknown"}[result.fits]
+    if json_out:
+        emit_json(
+            {
+                "record": name,
+                "target": target.name,
+                "verdict": verdict,
+                "fits": result.fits,
+                "reasons": result.reasons,
+                "tp_degree": result.tp_degree,
+                "neuron_cores": result.neuron_cores,
+                "per_rank": _sizes(result.per_rank_bytes),
+                "reserve": _sizes(result.reserve_bytes),
+                "core_budget": _sizes(result.core_budget_bytes) | {"headroom": headroom},
+                "contributors": [
+                    {"name": c.name, "dtype": c.dtype, "placement": c.placement}
+                    | _sizes(c.per_rank_bytes)
+                    for c in result.contributors
+                ],
+                "host": _sizes(result.host_bytes) | {"rule": result.host_rule},
+                "host_budget": _sizes(result.host_budget_bytes),
+                "fits_device": result.fits_device,
+                "fits_host": result.fits_host,
+            }
+        )
+    else:
+        rows = [
+            _row(f"{c.name} ({c.dtype}, {c.placement})", c.per_rank_bytes, "per NeuronCore")
+            for c in result.contributors
+        ]
+        rows += [
+            _row("weights per rank", result.per_rank_bytes, f"TP={result.tp_degree}"),
+            _row("runtime reserve", result.reserve_bytes, "scratch, I/O, KV cache"),
+            _row("core budget", result.core_budget_bytes, f"{1 - headroom:.0%} of 16 GiB HBM"),
+            _row("host RAM", result.host_bytes, result.host_rule),
+            _row("host budget", result.host_budget_bytes, f"{1 - headroom:.0%} of {target.name}"),
+        ]
+        print(table(rows, ["", "bytes", "GB", "GiB", "note"]))
+        print(f"verdict: {verdict}" + (f" — {'; '.join(result.reasons)}" if result.reasons else ""))
     return 0 if result.fits else 1

@@ -235,6 +235,60 @@ class GGUFFacts(BaseModel):
     quantization_version: int | None = None
 
 
+class NeuronModule(BaseModel):
+    """One group of weights resident on the NeuronCores, and how it is laid out across ranks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str  # "experts", "lm_head", "shared_mlp", "attention+rest"…
+    dtype: str  # "int8", "fp8", "bf16"…
+    placement: Literal["sharded", "replicated"]
+    # Bytes of one full copy: split over tp_degree ranks when sharded, on every rank when
+    # replicated. None: unknown.
+    bytes: int | None = Field(default=None, ge=0)
+    source: str = "unknown"
+
+
+class HostEmbedding(BaseModel):
+    """A slim deploy looks embeddings up on the host and feeds the device ``inputs_embeds``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str
+    bytes: int | None = Field(default=None, ge=0)
+    hidden_size: int | None = Field(default=None, gt=0)
+    # The factor the host multiplies looked-up rows by. Gemma's embedding class multiplies
+    # by sqrt(hidden_size) inside the model; a host lookup must do the same. None: undeclared.
+    scale: float | None = Field(default=None, gt=0)
+    source: str = "unknown"
+
+
+class NeuronFacts(BaseModel):
+    """What an Inferentia2 bundle was compiled as (NxD Inference, optimum-neuron or slim)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    layout: Literal["nxdi", "optimum-neuron", "slim-host-embedding"]
+    tp_degree: int | None = Field(default=None, gt=0)
+    batch_size: int | None = Field(default=None, gt=0)
+    seq_len: int | None = Field(default=None, gt=0)
+    context_buckets: list[int] = Field(default_factory=list)
+    torch_dtype: str | None = None
+    quantized: bool | None = None
+    quantization_type: str | None = None
+    quantization_dtype: str | None = None
+    modules: list[NeuronModule] = Field(default_factory=list)
+    compiler_version: str | None = None  # neuronx-cc
+    nxd_version: str | None = None
+    sdk_version: str | None = None
+    optimum_neuron_version: str | None = None
+    compiled_on: str | None = None
+    neff_bytes: int | None = Field(default=None, ge=0)
+    host_embedding: HostEmbedding | None = None
+    host_peak_rss_bytes: int | None = Field(default=None, ge=0)  # measured at deploy, if known
+    pt_archives: dict[str, list[str]] = Field(default_factory=dict)  # .pt file -> neff entries
+
+
 class RuntimeRequirements(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -270,13 +324,15 @@ class Manifest(BaseModel):
     quantization: Quantization | None = None
     architecture: ArchitectureFacts = Field(default_factory=ArchitectureFacts)
     gguf: GGUFFacts | None = None
+    neuron: NeuronFacts | None = None
+    base_model: str | None = None
     runtime: RuntimeRequirements
     golden_prompts: list[GoldenPrompt] = Field(default_factory=list)
     label_check: LabelCheck | None = None
     notes: list[str] = Field(default_factory=list)
     hold_reasons: list[str] = Field(default_factory=list)
 
-    @field_validator("model_id")
+    @field_validator("model_id", "base_model")
     @classmethod
     def _org_slash_name(cls, value: str | None) -> str | None:
         if value is not None and not MODEL_ID_RE.match(value):

@@ -26,6 +26,7 @@ def test_there_are_reference_manifests() -> None:
         "qwen3-30b-a3b.json",
         "gemma-3n-e2b.json",
         "gemma-4-26b-a4b-q8_0-avx1-xeon.json",
+        "gemma-4-26b-a4b-inf2-xlarge.json",
     } <= names
 
 
