@@ -115,3 +115,9 @@ class NoRollbackCandidate(ModelregError):
         super().__init__(f"no rollback candidate for {model_id} on {target}: {reason}")
         self.model_id = model_id
         self.target = target
+
+
+class IntegrityError(ModelregError):
+    """A file's content does not match the digest it is known by (exit 1: a check failed)."""
+
+    exit_code = 1

@@ -13,9 +13,24 @@ from modelreg.cli.render import HashProgress, emit_json, human_bytes, say, table
 from modelreg.errors import InvalidInput
 
 PathsArg = Annotated[
-    list[Path], typer.Argument(help="Artifact file(s): a .gguf (any shard of a split set).")
+    list[str],
+    typer.Argument(
+        metavar="ARTIFACT...",
+        help="A .gguf file (any shard of a split set), a safetensors checkpoint directory, "
+        "or hf://org/name@REV from the local Hugging Face cache.",
+    ),
 ]
-ModelIdOption = Annotated[str | None, typer.Option("--model-id", help="Exact model id, org/name.")]
+TrustCacheOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-cache",
+        help="hf:// only: take LFS blob names as the files' sha256 instead of re-hashing.",
+    ),
+]
+ModelIdOption = Annotated[
+    str | None,
+    typer.Option("--model-id", help="Exact model id, org/name (hf:// sources: the repo id)."),
+]
 SourceOption = Annotated[
     str | None,
     typer.Option(
@@ -55,7 +70,7 @@ RecipeOption = Annotated[
 
 
 def _build(
-    paths: list[Path],
+    paths: list[str],
     model_id: str | None,
     source: str | None,
     license_id: str | None,
@@ -64,6 +79,7 @@ def _build(
     recipe: Path | None,
     effective: int | None = None,
     effective_source: str | None = None,
+    trust_cache: bool = False,
 ) -> Any:
     from modelreg.manifests.build import build_manifest
     from modelreg.manifests.recipe import load_recipe
@@ -85,6 +101,7 @@ def _build(
         golden_prompts=[GoldenPrompt(prompt=p, expect=expect) for p in prompts or []],
         recipe=load_recipe(recipe) if recipe else None,
         effective=declared,
+        trust_cache=trust_cache,
         progress=progress,
         on_hashing=progress.start,
     )
@@ -119,7 +136,7 @@ def inspect(
 def add(
     ctx: typer.Context,
     paths: PathsArg,
-    model_id: Annotated[str, typer.Option("--model-id", help="Exact model id, org/name.")],
+    model_id: ModelIdOption = None,
     source: SourceOption = None,
     license_id: LicenseOption = None,
     prompt: PromptOption = None,
@@ -127,14 +144,24 @@ def add(
     recipe: RecipeOption = None,
     effective: EffectiveOption = None,
     effective_source: EffectiveSourceOption = None,
+    trust_cache: TrustCacheOption = False,
     json_out: JsonOption = False,
 ) -> int:
     """Record an artifact: identity, license, parameters, quantization, file digests."""
     built = _build(
-        paths, model_id, source, license_id, prompt, expect, recipe, effective, effective_source
+        paths,
+        model_id,
+        source,
+        license_id,
+        prompt,
+        expect,
+        recipe,
+        effective,
+        effective_source,
+        trust_cache,
     )
     registry = _registry(ctx)
-    record, created = registry.add(built.manifest, built.root, config.actor())
+    record, created = registry.add(built.manifest, built.root, config.actor(), built.resolution)
     if json_out:
         emit_json({"created": created, **_record_json(registry, record)})
     else:

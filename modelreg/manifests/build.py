@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,15 +12,27 @@ from typing import Any
 from modelreg.errors import InvalidArtifact, InvalidInput
 from modelreg.manifests.digest import ProgressCallback, sha256_files
 from modelreg.manifests.gguf import GGUFHeader, SkippedArray, read_gguf
+from modelreg.manifests.hf import (
+    CARD_FILE,
+    check_against_blobs,
+    file_role,
+    read_card,
+    resolve_hub_source,
+)
+from modelreg.manifests.hf_config import architecture_from_config, ledger_from_config, text_config
 from modelreg.manifests.holds import finalize
 from modelreg.manifests.ledger import (
     TensorEntry,
     classify_gguf_tensor,
+    classify_hf_tensor,
     compute_ledger,
     gguf_layer_of,
+    hf_layer_of,
     summarize_quantization,
 )
+from modelreg.manifests.safetensors import DTYPE_BYTES, read_checkpoint
 from modelreg.schemas.manifest import (
+    MODEL_ID_RE,
     ArchitectureFacts,
     Count,
     FileEntry,
@@ -42,10 +55,13 @@ class BuiltArtifact:
 
     manifest: Manifest
     root: Path
+    # How the source was resolved (e.g. a branch to its commit): kept in the add event, not in
+    # the manifest, so that @main and @<commit> of the same files are the same record.
+    resolution: dict[str, str] | None = None
 
 
 def build_manifest(
-    paths: Sequence[Path],
+    paths: Sequence[Path | str],
     *,
     model_id: str | None = None,
     source: str | None = None,
@@ -53,6 +69,7 @@ def build_manifest(
     golden_prompts: Sequence[GoldenPrompt] = (),
     recipe: QuantRecipe | None = None,
     effective: Count | None = None,
+    trust_cache: bool = False,
     progress: ProgressCallback | None = None,
     on_hashing: Any = None,
 ) -> BuiltArtifact:
@@ -63,14 +80,45 @@ def build_manifest(
     """
     if not paths:
         raise InvalidInput("no artifact path given")
-    if source is not None:
-        source = parse_source_pin(source)
     if model_id is not None:
         model_id = parse_model_id(model_id)
+    hub = [str(p) for p in paths if str(p).startswith("hf://")]
+    if hub:
+        if len(paths) > 1:
+            raise InvalidInput("give one hf://org/name@REV per add, without other paths")
+        return _build_from_hub(
+            hub[0],
+            model_id=model_id,
+            source=source,
+            license_id=license_id,
+            golden_prompts=golden_prompts,
+            effective=effective,
+            trust_cache=trust_cache,
+            progress=progress,
+            on_hashing=on_hashing,
+        )
+    if source is not None:
+        source = parse_source_pin(source)
     resolved = [Path(p).expanduser().resolve() for p in paths]
     for p in resolved:
         if not p.exists():
             raise InvalidArtifact(p, "file not found")
+    checkpoint_dirs = {
+        p if p.is_dir() else p.parent for p in resolved if p.is_dir() or p.suffix == ".safetensors"
+    }
+    if checkpoint_dirs:
+        if len(checkpoint_dirs) > 1 or (len(resolved) > 1 and any(p.is_dir() for p in resolved)):
+            raise InvalidInput("give one checkpoint directory per add")
+        return _build_safetensors(
+            checkpoint_dirs.pop(),
+            model_id=model_id,
+            source=source,
+            license_id=license_id,
+            golden_prompts=golden_prompts,
+            effective=effective,
+            progress=progress,
+            on_hashing=on_hashing,
+        )
     ggufs = [p for p in resolved if p.is_file() and p.suffix == ".gguf"]
     if ggufs:
         return _build_gguf(
@@ -84,7 +132,10 @@ def build_manifest(
             progress=progress,
             on_hashing=on_hashing,
         )
-    raise InvalidInput(f"{resolved[0]}: not a recognised artifact (expected a .gguf file)")
+    raise InvalidInput(
+        f"{resolved[0]}: not a recognised artifact (expected a .gguf file, a safetensors "
+        "checkpoint directory or hf://org/name@REV)"
+    )
 
 
 def _int_or_layers(value: Any) -> int | list[int] | None:
@@ -166,14 +217,16 @@ def architecture_from_gguf(header: GGUFHeader) -> ArchitectureFacts:
     )
 
 
-def _resolve_license(artifact_license: str | None, cli_license: str | None) -> License:
+def _resolve_license(
+    artifact_license: str | None, cli_license: str | None, where: str = "gguf:general.license"
+) -> License:
     if cli_license and artifact_license and cli_license.lower() != artifact_license.lower():
         raise InvalidInput(
-            f"--license {cli_license!r} contradicts the artifact's general.license "
-            f"{artifact_license!r} — drop --license or fix the artifact"
+            f"--license {cli_license!r} contradicts the artifact's license "
+            f"{artifact_license!r} ({where}) — drop --license or fix the artifact"
         )
     if artifact_license:
-        return License(id=artifact_license, source="gguf:general.license")
+        return License(id=artifact_license, source=where)
     if cli_license:
         return License(id=cli_license, source="cli")
     return License()
@@ -255,3 +308,189 @@ def _build_gguf(
         golden_prompts=list(golden_prompts),
     )
     return BuiltArtifact(finalize(manifest), root)
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidArtifact(path, f"not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidArtifact(path, "expected a JSON object")
+    return data
+
+
+def _chat_template_sha256(directory: Path) -> str | None:
+    jinja = directory / "chat_template.jinja"
+    if jinja.is_file():
+        return hashlib.sha256(jinja.read_bytes()).hexdigest()
+    for name in ("chat_template.json", "tokenizer_config.json"):
+        path = directory / name
+        if path.is_file():
+            template = _load_json(path).get("chat_template")
+            if isinstance(template, str) and template:
+                return hashlib.sha256(template.encode()).hexdigest()
+    return None
+
+
+def _build_safetensors(
+    directory: Path,
+    *,
+    model_id: str | None,
+    source: str | None,
+    license_id: str | None,
+    golden_prompts: Sequence[GoldenPrompt],
+    effective: Count | None,
+    progress: ProgressCallback | None,
+    on_hashing: Any,
+    known_digests: dict[str, str] | None = None,
+) -> BuiltArtifact:
+    """A safetensors checkpoint directory: header-only tensor table, config facts, and every
+    file that changes behaviour (weights, config, tokenizer, chat template) digested."""
+    checkpoint = read_checkpoint(directory)
+    config_path = directory / "config.json"
+    config = _load_json(config_path) if config_path.is_file() else {}
+    arch = (
+        architecture_from_config(config, "config.json")
+        if config
+        else ArchitectureFacts(source=None)
+    )
+    arch.chat_template_sha256 = _chat_template_sha256(directory)
+    arch.tied_embeddings = arch.tied_embeddings
+    entries = [
+        TensorEntry(t.name, t.n_elements, t.dtype, t.n_bytes, len(t.shape))
+        for t in checkpoint.tensors
+    ]
+    ledger = compute_ledger(
+        entries,
+        classify_hf_tensor,
+        hf_layer_of,
+        expert_count=arch.expert_count,
+        expert_used_count=arch.expert_used_count,
+    )
+    if effective is not None:
+        ledger.effective = effective
+    all_notes = []
+    if not config:
+        all_notes.append("no config.json: architecture facts unknown")
+    else:
+        implied = ledger_from_config(config).total.value
+        counted = ledger.total.value
+        if implied is not None and counted is not None and implied != counted:
+            all_notes.append(f"config implies {implied:,} parameters, the tensors hold {counted:,}")
+    dtype = config.get("torch_dtype") or config.get("dtype") or text_config(config).get("dtype")
+    nominal = (
+        str(dtype)
+        .upper()
+        .replace("BFLOAT16", "BF16")
+        .replace("FLOAT16", "F16")
+        .replace("FLOAT32", "F32")
+        if isinstance(dtype, str)
+        else None
+    )
+    width = DTYPE_BYTES.get(nominal or "")
+    quant = summarize_quantization(
+        entries,
+        classify_hf_tensor,
+        nominal_file_type=nominal,
+        base_bits_per_weight=width * 8 if width else None,
+    )
+    card = directory / CARD_FILE
+    card_facts = read_card(card) if card.is_file() else None
+    license_ = _resolve_license(
+        card_facts.license if card_facts else None, license_id, f"card:{CARD_FILE}"
+    )
+
+    names = sorted(
+        {p.name for p in checkpoint.files}
+        | {p.name for p in directory.iterdir() if p.is_file() and file_role(p.name) != "other"}
+        | ({CARD_FILE} if card.is_file() else set())
+    )
+    known = known_digests or {}
+    to_hash = [directory / n for n in names if n not in known]
+    if on_hashing:
+        on_hashing(sum(p.stat().st_size for p in to_hash))
+    hashed = dict(zip([p.name for p in to_hash], sha256_files(to_hash, progress), strict=True))
+    files = [
+        FileEntry(
+            path=n,
+            bytes=(directory / n).stat().st_size,
+            sha256=known.get(n) or hashed[n],
+            role=file_role(n),
+        )
+        for n in names
+    ]
+    manifest = Manifest(
+        model_id=model_id,
+        source=source,
+        license=license_,
+        format="safetensors",
+        files=files,
+        parameters=ledger,
+        quantization=quant,
+        architecture=arch,
+        base_model=card_facts.base_model
+        if card_facts and _is_org_name(card_facts.base_model)
+        else None,
+        runtime=RuntimeRequirements(runtime="transformers"),
+        golden_prompts=list(golden_prompts),
+        notes=all_notes,
+    )
+    return BuiltArtifact(finalize(manifest), directory)
+
+
+def _is_org_name(value: str | None) -> bool:
+    return bool(value) and MODEL_ID_RE.match(value or "") is not None
+
+
+def _build_from_hub(
+    spec: str,
+    *,
+    model_id: str | None,
+    source: str | None,
+    license_id: str | None,
+    golden_prompts: Sequence[GoldenPrompt],
+    effective: Count | None,
+    trust_cache: bool,
+    progress: ProgressCallback | None,
+    on_hashing: Any,
+) -> BuiltArtifact:
+    """``hf://org/name@REV`` from the local cache; every file checked against its blob name.
+
+    With ``trust_cache`` LFS files are not re-hashed: the blob's name is taken as their sha256.
+    """
+    resolution = resolve_hub_source(spec)
+    if source is not None and parse_source_pin(source) != resolution.pin:
+        raise InvalidInput(f"--source {source} contradicts {spec} (resolved to {resolution.pin})")
+    # Integrity first: a file that is not the Hub's file is reported as such (exit 1), not
+    # as whatever parse error its content happens to cause. Each file is hashed once.
+    snapshot = resolution.snapshot
+    lfs = {rel: blob for rel, blob in resolution.blobs.items() if len(blob) == 64}
+    known = dict(lfs) if trust_cache else {}
+    to_hash = [rel for rel in sorted(lfs) if rel not in known]
+    if on_hashing:
+        on_hashing(sum((snapshot / rel).stat().st_size for rel in to_hash))
+    hashed = sha256_files([snapshot / rel for rel in to_hash], progress)
+    known |= dict(zip(to_hash, hashed, strict=True))
+    check_against_blobs(resolution, known, snapshot)
+    built = _build_safetensors(
+        snapshot,
+        model_id=model_id or resolution.repo_id,
+        source=resolution.pin,
+        license_id=license_id,
+        golden_prompts=golden_prompts,
+        effective=effective,
+        progress=progress,
+        on_hashing=on_hashing,
+        known_digests=known,
+    )
+    return BuiltArtifact(
+        built.manifest,
+        built.root,
+        {
+            "requested": spec,
+            "commit": resolution.commit,
+            "via": "local Hugging Face cache",
+            "hashed": "LFS blobs trusted by name" if trust_cache else "every file re-hashed",
+        },
+    )

@@ -61,6 +61,35 @@ def classify_gguf_tensor(name: str) -> str:
     return OTHER
 
 
+_HF_LAYER_RE = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def classify_hf_tensor(name: str) -> str:
+    """Role of a tensor named the transformers way (``model.layers.3.mlp.experts.7.up_proj``)."""
+    if "embed_tokens" in name or "per_layer_embed" in name or name.endswith("wte.weight"):
+        return EMBEDDING
+    if name.startswith("lm_head."):
+        return OUTPUT
+    if ".experts." in name or name.endswith(".experts") or ".experts_" in name:
+        return ROUTED_EXPERT
+    if ".shared_expert" in name or ".shared_experts." in name:
+        return SHARED_EXPERT
+    if ".mlp.gate." in name or ".block_sparse_moe.gate." in name or ".router." in name:
+        return ROUTER
+    if "norm" in name:
+        return NORM
+    if ".self_attn." in name or ".attention." in name:
+        return ATTENTION
+    if ".mlp." in name or ".feed_forward." in name:
+        return FFN
+    return OTHER
+
+
+def hf_layer_of(name: str) -> int | None:
+    match = _HF_LAYER_RE.search(name)
+    return int(match.group(1)) if match else None
+
+
 def gguf_layer_of(name: str) -> int | None:
     match = _GGUF_LAYER_RE.match(name)
     return int(match.group(1)) if match else None

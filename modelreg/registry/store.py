@@ -202,7 +202,13 @@ class Registry:
 
     # -- records -------------------------------------------------------------------------
 
-    def add(self, manifest: Manifest, root: Path, actor: str) -> tuple[Record, bool]:
+    def add(
+        self,
+        manifest: Manifest,
+        root: Path,
+        actor: str,
+        detail: dict[str, Any] | None = None,
+    ) -> tuple[Record, bool]:
         """Record ``manifest``; returns the record and whether it was new.
 
         The same manifest always yields the same record id, so adding twice is harmless.
@@ -255,7 +261,8 @@ class Registry:
                         actor,
                         model_id=manifest.model_id,
                         record_id=row.id,
-                        detail={"root": str(root), "hold_reasons": manifest.hold_reasons},
+                        detail={"root": str(root), "hold_reasons": manifest.hold_reasons}
+                        | (detail or {}),
                     )
                 )
                 session.commit()

@@ -25,6 +25,7 @@ class VerifyOptions:
     seed: int = 0
     # argv that starts the llama.cpp child; tests swap in a child that really crashes.
     llama_child_argv: tuple[str, ...] = CHILD_ARGV
+    transformers_child_argv: tuple[str, ...] | None = None  # None: the real one
 
 
 @dataclass

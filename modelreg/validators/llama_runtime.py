@@ -12,13 +12,9 @@ from typing import Any
 from modelreg import host
 from modelreg.manifests.fit import memory_fit
 from modelreg.schemas.manifest import GoldenPrompt
-from modelreg.validators.answers import (
-    DEFAULT_CHAT_PROMPT,
-    DEFAULT_COMPLETION_PROMPT,
-    DEFAULT_EXPECT,
-)
 from modelreg.validators.base import CheckContext
 from modelreg.validators.child import ChildRun, RuntimeChild, run_child
+from modelreg.validators.smoke import golden_prompts
 
 SMOKE_CONTEXT = 512
 
@@ -37,17 +33,6 @@ class LlamaReport:
     @property
     def status(self) -> str:
         return self.response.get("status", self.child.status)
-
-
-def golden_prompts(ctx: CheckContext) -> list[GoldenPrompt]:
-    """The record's own prompts, else the target's, else the default Paris check."""
-    if ctx.record.manifest.golden_prompts:
-        return list(ctx.record.manifest.golden_prompts)
-    if ctx.target.golden_prompts:
-        return list(ctx.target.golden_prompts)
-    has_template = ctx.record.manifest.architecture.chat_template_sha256 is not None
-    prompt = DEFAULT_CHAT_PROMPT if has_template else DEFAULT_COMPLETION_PROMPT
-    return [GoldenPrompt(prompt=prompt, expect=DEFAULT_EXPECT, chat=has_template)]
 
 
 def target_flags(ctx: CheckContext) -> frozenset[str] | None:

@@ -10,15 +10,19 @@ from modelreg.validators.base import Check
 from modelreg.validators.digest import DigestCheck
 from modelreg.validators.gguf_smoke import GGUFCpuSmoke
 from modelreg.validators.host_compat import HostCompatCheck
+from modelreg.validators.transformers_smoke import TransformersCpuSmoke
 
 CHECKS: dict[str, Check] = {
-    check.name: check for check in (DigestCheck(), HostCompatCheck(), GGUFCpuSmoke())
+    check.name: check
+    for check in (DigestCheck(), HostCompatCheck(), GGUFCpuSmoke(), TransformersCpuSmoke())
 }
 
 # (record format, target kind) -> the checks that must pass, in the order they run.
 REQUIRED_CHECKS: dict[tuple[str, str], tuple[str, ...]] = {
     ("gguf", "cpu"): ("digest", "host-compat", "gguf-cpu-smoke"),
     ("gguf", "neuron"): ("digest", "host-compat"),
+    ("safetensors", "cpu"): ("digest", "host-compat", "transformers-cpu-smoke"),
+    ("safetensors", "neuron"): ("digest", "host-compat"),
 }
 
 
