@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks import bench_digest, bench_gguf_header, bench_verify
+from benchmarks import bench_digest, bench_gguf_header, bench_safetensors, bench_verify
 from modelreg import host
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -65,6 +65,7 @@ def main() -> None:
     results: list[dict[str, Any]] = [bench_gguf_header.run()]
     results += bench_digest.run()
     results += bench_verify.run()
+    results += bench_safetensors.run()
     text = render(results)
     RESULTS.write_text(text + _NOTES, encoding="utf-8")
     print(text)

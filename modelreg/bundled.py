@@ -79,3 +79,40 @@ def smollm2_safetensors(directory: Path) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     building.rename(target)
     return target
+
+
+def lay_out_hf_cache(
+    checkpoint: Path, cache: Path, repo_id: str, commit: str, card: str | None = None
+) -> Path:
+    """Lay ``checkpoint`` out as huggingface_hub lays out its cache, and return the snapshot.
+
+    ``models--org--name/blobs`` holds each file under its Hub name — the sha256 for LFS files
+    (here: the .safetensors), the git blob id for the rest — ``refs/main`` names ``commit``, and
+    ``snapshots/<commit>/`` links every file to its blob. Large blobs are hard links.
+    """
+    from modelreg.manifests.digest import sha256_file
+    from modelreg.manifests.hf import git_blob_sha1
+
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    blobs, snapshot = repo / "blobs", repo / "snapshots" / commit
+    blobs.mkdir(parents=True, exist_ok=True)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+    files = [p for p in checkpoint.iterdir() if p.is_file() and not p.name.startswith(".")]
+    if card is not None:
+        (repo / "README.md").write_text(card)
+        files.append(repo / "README.md")
+    for src in files:
+        lfs = src.suffix == ".safetensors"
+        blob = blobs / (sha256_file(src) if lfs else git_blob_sha1(src))
+        if not blob.exists():
+            if lfs:
+                blob.hardlink_to(src)
+            else:
+                blob.write_bytes(src.read_bytes())
+        link = snapshot / src.name
+        if not link.is_symlink():
+            link.symlink_to(f"../../blobs/{blob.name}")
+    (repo / "README.md").unlink(missing_ok=True)
+    return snapshot

@@ -81,28 +81,13 @@ library_name: transformers
 
 @pytest.fixture
 def hf_cache(smollm2_st: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A Hugging Face cache laid out as huggingface_hub lays it out, holding the checkpoint:
-    blobs named by sha256 (LFS) or git blob id, refs/main, and a snapshot of symlinks."""
-    from modelreg.manifests.digest import sha256_file
-    from modelreg.manifests.hf import git_blob_sha1
+    """A Hugging Face cache laid out as huggingface_hub lays it out, holding the checkpoint."""
+    from modelreg.bundled import lay_out_hf_cache
 
     cache = tmp_path / "hub"
-    repo = cache / "models--HuggingFaceTB--SmolLM2-135M-Instruct"
-    blobs, snapshot = repo / "blobs", repo / "snapshots" / SMOL_COMMIT
-    blobs.mkdir(parents=True)
-    snapshot.mkdir(parents=True)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(SMOL_COMMIT)
-    sources = [p for p in smollm2_st.iterdir() if p.is_file() and not p.name.startswith(".")]
-    card = tmp_path / "README.md"
-    card.write_text(SMOL_CARD)
-    for src in [*sources, card]:
-        blob = sha256_file(src) if src.suffix == ".safetensors" else git_blob_sha1(src)
-        if src.suffix == ".safetensors":
-            (blobs / blob).hardlink_to(src)  # 269 MB: link, do not copy
-        else:
-            (blobs / blob).write_bytes(src.read_bytes())
-        (snapshot / src.name).symlink_to(f"../../blobs/{blob}")
+    lay_out_hf_cache(
+        smollm2_st, cache, "HuggingFaceTB/SmolLM2-135M-Instruct", SMOL_COMMIT, card=SMOL_CARD
+    )
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return cache
