@@ -13,6 +13,7 @@ User-defined targets come from a YAML file (``$MODELREG_TARGETS`` or
         hosts: ["xeon-*"]          # hostnames (globs) that are this target
         golden_prompts:
           - {prompt: "Q: What is the capital of France?\\nA:", expect: Paris}
+        runtime: {llama.cpp: b6000}  # what its hosts run: evidence expires when it changes
 
 Checks that need the target's hardware (a real generation) run only on a host that *is* the
 target; elsewhere they report ``unavailable``.
@@ -51,6 +52,9 @@ class Target:
     golden_prompts: tuple[GoldenPrompt, ...] = ()
     origin: str = "builtin"
     hosts: tuple[str, ...] = field(default=())
+    # Runtime the target's hosts run, as declared (e.g. {"llama.cpp": "b6000"}); part of the
+    # fingerprint that makes evidence expire.
+    runtime: dict[str, str] = field(default_factory=dict)
 
     @property
     def hbm_bytes(self) -> int:
@@ -106,6 +110,7 @@ class _TargetSpec(BaseModel):
     hosts: list[str] = Field(default_factory=list)
     neuron_cores: int = Field(default=0, ge=0)
     golden_prompts: list[GoldenPrompt] = Field(default_factory=list)
+    runtime: dict[str, str | int | float] = Field(default_factory=dict)
 
 
 class _TargetsFile(BaseModel):
@@ -133,17 +138,23 @@ def _user_targets(path: Path) -> dict[str, Target]:
     me = host.hostname()
     targets = {}
     for name, spec in parsed.targets.items():
+        is_local = any(fnmatch.fnmatch(me, pattern) for pattern in spec.hosts)
+        # A target this host belongs to can read what it did not declare from the OS.
+        memory = int(spec.memory_gib * GiB) if spec.memory_gib else None
+        if memory is None and is_local and spec.kind == "cpu":
+            memory = host.memory_total_bytes()
         targets[name] = Target(
             name=name,
             kind=spec.kind,
             description=spec.description or f"user-defined {spec.kind} target",
-            memory_bytes=int(spec.memory_gib * GiB) if spec.memory_gib else None,
+            memory_bytes=memory,
             cpu_flags=frozenset(spec.cpu_flags) if spec.cpu_flags is not None else None,
-            is_local=any(fnmatch.fnmatch(me, pattern) for pattern in spec.hosts),
+            is_local=is_local,
             neuron_cores=spec.neuron_cores,
             golden_prompts=tuple(spec.golden_prompts),
             origin=str(path),
             hosts=tuple(spec.hosts),
+            runtime={key: str(value) for key, value in spec.runtime.items()},
         )
     return targets
 

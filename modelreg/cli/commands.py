@@ -191,6 +191,8 @@ def show(
     )
     print(f"location   {record.root}")
     print(_manifest_text(record.manifest))
+    if data["state"]["state"] != "active":
+        print(f"STATE      {data['state']['state']}: {data['state']['reason'] or ''}")
     for target, verdict in data["deployability"].items():
         state = "deployable" if verdict["deployable"] else "NOT deployable"
         why = f" — {'; '.join(verdict['reasons'])}" if verdict["reasons"] else ""
@@ -216,10 +218,20 @@ def show(
 def list_records(
     ctx: typer.Context,
     model: Annotated[str | None, typer.Option("--model", help="Only this model id.")] = None,
+    deployable_on: Annotated[
+        str | None,
+        typer.Option(
+            "--deployable-on",
+            help="Only records deployable on this target now (stale evidence is listed "
+            "with the runtime change that made it stale).",
+        ),
+    ] = None,
     json_out: JsonOption = False,
 ) -> int:
     """List records, oldest first."""
     registry = _registry(ctx)
+    if deployable_on:
+        return _list_deployable(registry, deployable_on, model, json_out)
     records = registry.records(model)
     if json_out:
         emit_json([r.summary() for r in records])
@@ -248,6 +260,8 @@ def list_records(
 
 def _record_json(registry: Any, record: Any) -> dict[str, Any]:
     """Everything known about a record, for `show --json` and `add --json`."""
+    from modelreg import deploy
+
     verifications = registry.verifications(record.id)
     targets = sorted({v.target for v in verifications})
     return {
@@ -258,8 +272,9 @@ def _record_json(registry: Any, record: Any) -> dict[str, Any]:
             "hold_reasons": record.hold_reasons,
         },
         "manifest": record.manifest.model_dump(mode="json"),
+        "state": dict(zip(("state", "reason"), registry.state(record.id), strict=True)),
         "deployability": {
-            t: _deployability_json(registry.deployability(record, t)) for t in targets
+            t: _deployability_json(deploy.deployability(registry, record, t)) for t in targets
         },
         "verifications": [
             {"run_id": v.run_id, "target": v.target, "host": v.host}
@@ -315,3 +330,43 @@ def _manifest_text(m: Any) -> str:
     for reason in m.hold_reasons:
         lines.append(f"HOLD       {reason}")
     return "\n".join(lines)
+
+
+def _list_deployable(registry: Any, target: str, model: str | None, json_out: bool) -> int:
+    from modelreg import deploy
+
+    rows = [
+        (record, verdict)
+        for record, verdict in deploy.records_on(registry, target, model)
+        if verdict.deployable or any(r.startswith("stale:") for r in verdict.reasons)
+    ]
+    if json_out:
+        emit_json(
+            [
+                record.summary() | {"target": target} | _deployability_json(verdict)
+                for record, verdict in rows
+            ]
+        )
+        return 0
+    if not rows:
+        say(
+            f"no record is deployable on {target} — verify one with: modelreg verify RECORD "
+            f"--target {target}"
+        )
+        return 0
+    print(
+        table(
+            [
+                (
+                    record.id,
+                    record.model_id,
+                    record.format,
+                    "deployable" if verdict.deployable else "; ".join(verdict.reasons),
+                    f"{verdict.verified_at:%Y-%m-%d %H:%M}" if verdict.verified_at else "",
+                )
+                for record, verdict in rows
+            ],
+            ["record", "model", "format", f"on {target}", "verified"],
+        )
+    )
+    return 0

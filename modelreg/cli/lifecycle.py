@@ -11,6 +11,7 @@ from modelreg import config
 from modelreg.cli.commands import _deployability_json
 from modelreg.cli.main import JsonOption, TargetOption, _registry, app
 from modelreg.cli.render import emit_json, human_bytes, say, table
+from modelreg.errors import InvalidInput
 
 RecordArg = Annotated[str, typer.Argument(metavar="RECORD", help="Record id or prefix.")]
 ModelArg = Annotated[str, typer.Argument(metavar="MODEL", help="Model id, org/name.")]
@@ -71,8 +72,14 @@ def _verification_json(report: Any) -> dict[str, Any]:
 @app.command()
 def verify(
     ctx: typer.Context,
-    record_ref: RecordArg,
+    record_ref: Annotated[
+        str | None, typer.Argument(metavar="[RECORD]", help="Record id or prefix.")
+    ] = None,
     target: TargetOption = "cpu",
+    stale: Annotated[
+        bool,
+        typer.Option("--stale", help="Re-verify every record whose evidence on TARGET is stale."),
+    ] = False,
     path: Annotated[
         Path | None,
         typer.Option("--path", help="Where the files are on this host (default: where added)."),
@@ -86,6 +93,12 @@ def verify(
     json_out: JsonOption = False,
 ) -> int:
     """Re-run the record's required checks on TARGET; exit 0 only if all passed."""
+    if stale:
+        if record_ref is not None:
+            raise InvalidInput("give either RECORD or --stale, not both")
+        return _verify_stale(ctx, target, timeout, context, json_out)
+    if record_ref is None:
+        raise InvalidInput("give a RECORD to verify (or --stale --target T)")
     from modelreg.validators.child import RuntimeChild
     from modelreg.validators.llama_child import CHILD_ARGV
 
@@ -97,16 +110,52 @@ def verify(
         warm.discard()
 
 
+def _verify_stale(
+    ctx: typer.Context, target: str, timeout: float, context: int | None, json_out: bool
+) -> int:
+    from modelreg import deploy
+    from modelreg.targets import get_target
+    from modelreg.validators.base import VerifyOptions
+    from modelreg.validators.verify import verify_record
+
+    registry = _registry(ctx)
+    the_target = get_target(target)
+    reports = [
+        verify_record(
+            registry,
+            record,
+            the_target,
+            config.actor(),
+            options=VerifyOptions(timeout_seconds=timeout, context=context),
+        )
+        for record in deploy.stale_records(registry, target)
+    ]
+    if json_out:
+        emit_json([_verification_json(r) for r in reports])
+    else:
+        if not reports:
+            say(f"no stale evidence on {target}")
+        for r in reports:
+            state = (
+                "deployable"
+                if r.passed
+                else "NOT deployable: " + "; ".join(r.deployability.reasons)
+            )
+            print(f"{r.record.id}  {r.record.model_id}  {state}")
+    return 0 if all(r.passed for r in reports) else 1
+
+
 def _verify(
     ctx: typer.Context,
     warm: Any,
-    record_ref: str,
+    record_ref: str | None,
     target: str,
     path: Path | None,
     timeout: float,
     context: int | None,
     json_out: bool,
 ) -> int:
+    assert record_ref is not None
     from modelreg.targets import get_target
     from modelreg.validators.base import VerifyOptions
     from modelreg.validators.verify import verify_record
@@ -146,12 +195,11 @@ def promote(
     json_out: JsonOption = False,
 ) -> int:
     """Make RECORD production on TARGET (refused unless it is deployable there)."""
-    from modelreg.targets import get_target
+    from modelreg import deploy
 
     registry = _registry(ctx)
     record = registry.get(record_ref)
-    get_target(target)
-    promotion = registry.promote(record, target, config.actor(), why)
+    promotion = deploy.promote(registry, record, target, config.actor(), why)
     if json_out:
         emit_json(_promotion_json(promotion))
     else:
@@ -207,11 +255,10 @@ def rollback(
     json_out: JsonOption = False,
 ) -> int:
     """Name the last known-good record for MODEL on TARGET; --apply makes it production."""
-    from modelreg.targets import get_target
+    from modelreg import deploy
 
     registry = _registry(ctx)
-    get_target(target)
-    plan = registry.rollback_plan(model, target)
+    plan = deploy.rollback_plan(registry, model, target)
     applied = registry.apply_rollback(plan, config.actor(), why) if apply else None
     candidate = _record_brief(registry, plan.candidate, target)
     current = _record_brief(registry, plan.current, target) if plan.current else None
@@ -292,4 +339,44 @@ def history(ctx: typer.Context, model: ModelArg, json_out: JsonOption = False) -
             )
         )
     print(table(rows, ["when", "event", "record", "target", "who", "why", "detail"]))
+    return 0
+
+
+@app.command()
+def hold(
+    ctx: typer.Context,
+    record_ref: RecordArg,
+    why: Annotated[str, typer.Option("--why", help="Why it is held (required).")],
+) -> int:
+    """Put RECORD on hold: not deployable, not promotable, until released."""
+    registry = _registry(ctx)
+    record = registry.get(record_ref)
+    registry.set_state(record, "held", why, config.actor())
+    say(f"{record.id} is on hold: {why}")
+    return 0
+
+
+@app.command()
+def release(ctx: typer.Context, record_ref: RecordArg, why: WhyOption = None) -> int:
+    """Release a held RECORD (facts missing from its manifest keep it on hold regardless)."""
+    registry = _registry(ctx)
+    record = registry.get(record_ref)
+    registry.set_state(record, "active", why, config.actor())
+    say(f"{record.id} released")
+    for reason in record.hold_reasons:
+        say(f"still on hold: {reason}")
+    return 0
+
+
+@app.command()
+def retire(
+    ctx: typer.Context,
+    record_ref: RecordArg,
+    why: Annotated[str, typer.Option("--why", help="Why it is retired (required).")],
+) -> int:
+    """Retire RECORD: kept with its evidence, never deployable or a rollback candidate again."""
+    registry = _registry(ctx)
+    record = registry.get(record_ref)
+    registry.set_state(record, "retired", why, config.actor())
+    say(f"{record.id} retired: {why}")
     return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,12 +26,14 @@ from modelreg.errors import (
     NotDeployable,
     RecordNotFound,
 )
+from modelreg.fingerprint import describe_change
 from modelreg.registry.tables import (
     EventRow,
     ModelRow,
     PromotionRow,
     RecordFileRow,
     RecordRow,
+    RecordStateRow,
     VerificationRow,
     utcnow,
 )
@@ -97,6 +99,7 @@ class Verification:
     target: str
     host: str
     result: CheckResult
+    fingerprint: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_row(cls, row: VerificationRow) -> Verification:
@@ -114,6 +117,7 @@ class Verification:
                 started_at=_aware(row.started_at),
                 finished_at=_aware(row.finished_at),
             ),
+            fingerprint=json.loads(row.fingerprint_json or "{}"),
         )
 
 
@@ -306,6 +310,19 @@ class Registry:
                 query = query.where(RecordRow.model_id == model_id)
             return [Record.from_row(r) for r in session.exec(query).all()]
 
+    def records_verified_on(self, target: str, model_id: str | None = None) -> list[Record]:
+        """Records with at least one verification on ``target``, oldest first."""
+        with self._session() as session:
+            verified = select(VerificationRow.record_id).where(VerificationRow.target == target)
+            query = (
+                select(RecordRow)
+                .where(col(RecordRow.id).in_(verified))
+                .order_by(col(RecordRow.created_at), col(RecordRow.id))
+            )
+            if model_id:
+                query = query.where(RecordRow.model_id == model_id)
+            return [Record.from_row(r) for r in session.exec(query).all()]
+
     def require_model(self, model_id: str) -> None:
         with self._session() as session:
             if session.exec(select(ModelRow).where(ModelRow.model_id == model_id)).first() is None:
@@ -314,7 +331,13 @@ class Registry:
     # -- verifications -------------------------------------------------------------------
 
     def save_verification(
-        self, record: Record, target: str, results: Sequence[CheckResult], actor: str, host: str
+        self,
+        record: Record,
+        target: str,
+        results: Sequence[CheckResult],
+        actor: str,
+        host: str,
+        fingerprint: dict[str, str] | None = None,
     ) -> str:
         """Store one verify run (every check's result, with evidence); returns its run id."""
         run_id = uuid.uuid4().hex
@@ -334,6 +357,7 @@ class Registry:
                         host=host,
                         started_at=r.started_at,
                         finished_at=r.finished_at,
+                        fingerprint_json=json.dumps(fingerprint or {}, sort_keys=True),
                     )
                 )
             passed = all(r.outcome is Outcome.PASS for r in results if r.required)
@@ -380,20 +404,34 @@ class Registry:
             ).all()
             return [Verification.from_row(r) for r in rows]
 
-    def deployability(self, record: Record, target: str) -> Deployability:
-        """Deployable on ``target`` iff not on hold and the latest run there passed every
-        required check."""
+    def deployability(
+        self, record: Record, target: str, fingerprint: dict[str, str] | None = None
+    ) -> Deployability:
+        """Deployable on ``target`` iff active (not held or retired, nothing unknown) and the
+        latest run there passed every required check — with evidence produced by the current
+        runtime when ``fingerprint`` (the target's current one) is given."""
+        state, why = self.state(record.id)
         reasons = [f"on hold: {r}" for r in record.hold_reasons]
+        if state == "held":
+            reasons.append(f"on hold: {why}")
+        elif state == "retired":
+            reasons.append(f"retired: {why}")
         run = self.latest_run(record.id, target)
         if not run:
             reasons.append(f"never verified on {target}")
             return Deployability(record.id, target, False, reasons)
+        failed = False
         for v in run:
             if v.result.required and v.result.outcome is not Outcome.PASS:
+                failed = True
                 why = f"{v.result.check}: {v.result.outcome.value}"
                 if v.result.classification:
                     why += f" ({v.result.classification})"
                 reasons.append(why)
+        if not failed and fingerprint is not None and run[0].fingerprint != fingerprint:
+            reasons.append(
+                f"stale: runtime changed ({describe_change(run[0].fingerprint, fingerprint)})"
+            )
         return Deployability(
             record.id,
             target,
@@ -402,6 +440,39 @@ class Registry:
             run[0].run_id,
             max(v.result.finished_at for v in run),
         )
+
+    # -- record states -------------------------------------------------------------------
+
+    def state(self, record_id: str) -> tuple[str, str | None]:
+        """("active", None), ("held", why) or ("retired", why)."""
+        with self._session() as session:
+            row = session.get(RecordStateRow, record_id)
+            return (row.state, row.reason) if row else ("active", None)
+
+    def set_state(self, record: Record, state: str, why: str | None, actor: str) -> None:
+        """Hold, release ("active") or retire a record; retired is final."""
+        current, _ = self.state(record.id)
+        if current == "retired":
+            raise InvalidInput(f"record {record.id} is retired; retired records stay retired")
+        if state == "active" and current != "held":
+            raise InvalidInput(f"record {record.id} is not on hold (state: {current})")
+        kind = {"held": "hold", "active": "release", "retired": "retire"}[state]
+        with self._session() as session:
+            row = session.get(RecordStateRow, record.id)
+            if state == "active":
+                if row is not None:
+                    session.delete(row)
+            elif row is None:
+                session.add(
+                    RecordStateRow(
+                        record_id=record.id, state=state, reason=why, at=utcnow(), actor=actor
+                    )
+                )
+            else:
+                row.state, row.reason, row.at, row.actor = state, why, utcnow(), actor
+                session.add(row)
+            session.add(_event(kind, actor, model_id=record.model_id, record_id=record.id, why=why))
+            session.commit()
 
     # -- promotions ----------------------------------------------------------------------
 
@@ -423,9 +494,16 @@ class Registry:
             rows = session.exec(query.order_by(col(PromotionRow.id))).all()
             return [Promotion.from_row(r) for r in rows]
 
-    def promote(self, record: Record, target: str, actor: str, why: str | None = None) -> Promotion:
+    def promote(
+        self,
+        record: Record,
+        target: str,
+        actor: str,
+        why: str | None = None,
+        fingerprint: dict[str, str] | None = None,
+    ) -> Promotion:
         """Make ``record`` production for (model, target); refuses unless deployable."""
-        verdict = self.deployability(record, target)
+        verdict = self.deployability(record, target, fingerprint)
         if not verdict.deployable:
             raise NotDeployable(record.id, target, verdict.reasons)
         return self._set_production(record, target, "promote", actor, why)
@@ -460,8 +538,14 @@ class Registry:
             session.commit()
         return Promotion.from_row(row)
 
-    def rollback_plan(self, model_id: str, target: str) -> RollbackPlan:
-        """The production record and the newest earlier-promoted record still deployable."""
+    def rollback_plan(
+        self,
+        model_id: str,
+        target: str,
+        fingerprint_for: Callable[[Record], dict[str, str]] | None = None,
+    ) -> RollbackPlan:
+        """The production record and the newest earlier-promoted record still deployable
+        (retired records never are)."""
         self.require_model(model_id)
         history = self.promotions(model_id, target)
         if not history:
@@ -475,7 +559,8 @@ class Registry:
                 continue
             seen.add(promotion.record_id)
             candidate = self.get(promotion.record_id)
-            verdict = self.deployability(candidate, target)
+            fingerprint = fingerprint_for(candidate) if fingerprint_for else None
+            verdict = self.deployability(candidate, target, fingerprint)
             if verdict.deployable:
                 return RollbackPlan(model_id, target, current, candidate, verdict)
             rejected.append(f"{candidate.id} ({'; '.join(verdict.reasons)})")

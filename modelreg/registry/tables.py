@@ -72,6 +72,22 @@ class VerificationRow(SQLModel, table=True):
     host: str = Field(max_length=200)
     started_at: datetime = Field(sa_column=_when())
     finished_at: datetime = Field(sa_column=_when(index=True))
+    # The runtime the evidence was produced with; evidence expires when it changes.
+    fingerprint_json: str = Field(
+        default="{}", sa_column=Column(Text, nullable=False, server_default="{}")
+    )
+
+
+class RecordStateRow(SQLModel, table=True):
+    """Held or retired records (no row: active). Every change is also an event."""
+
+    __tablename__ = "record_states"
+
+    record_id: str = Field(foreign_key="records.id", primary_key=True, max_length=32)
+    state: str = Field(max_length=16)  # "held" or "retired"
+    reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    actor: str = Field(max_length=200)
 
 
 class PromotionRow(SQLModel, table=True):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modelreg import host
+from modelreg.fingerprint import runtime_fingerprint
 from modelreg.registry.store import Deployability, Record, Registry
 from modelreg.schemas.verification import CheckResult
 from modelreg.targets import Target
@@ -61,7 +62,9 @@ def verify_record(
     finally:
         if warm_llama_child is not None:
             warm_llama_child.discard()
-    run_id = registry.save_verification(record, target.name, results, actor, host.hostname())
-    return VerifyReport(
-        record, target, run_id, results, registry.deployability(record, target.name)
+    fingerprint = runtime_fingerprint(target, record.manifest.runtime.runtime)
+    run_id = registry.save_verification(
+        record, target.name, results, actor, host.hostname(), fingerprint
     )
+    verdict = registry.deployability(record, target.name, fingerprint)
+    return VerifyReport(record, target, run_id, results, verdict)

@@ -77,3 +77,48 @@ def test_add_without_model_id_is_refused(registry: Registry, smollm2: Path) -> N
     with pytest.raises(InvalidInput, match="--model-id"):
         registry.add(built.manifest, built.root, "t")
     assert registry.records() == []
+
+
+def test_migration_from_0001_keeps_data_and_marks_old_evidence_stale(
+    tmp_path: Path, smollm2: Path
+) -> None:
+    from sqlalchemy import text
+
+    from modelreg.registry.store import Registry
+
+    engine = create_registry_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    migrate(engine, "0001")
+    built = build_manifest([smollm2], model_id="a/b", source="pypi://x==1")
+    now = "2026-01-01 00:00:00"
+    with engine.begin() as c:
+        c.execute(text("INSERT INTO models (model_id, created_at) VALUES ('a/b', :t)"), {"t": now})
+        c.execute(
+            text(
+                "INSERT INTO records (id, manifest_sha256, model_id, format, manifest_json, root,"
+                " created_at, created_by) VALUES (:id, :d, 'a/b', 'gguf', :m, :r, :t, 'old')"
+            ),
+            {
+                "id": built.manifest.record_id,
+                "d": built.manifest.digest(),
+                "m": built.manifest.canonical_json(),
+                "r": str(built.root),
+                "t": now,
+            },
+        )
+        c.execute(
+            text(
+                'INSERT INTO verifications (run_id, record_id, target, "check", required,'
+                " outcome, summary, evidence_json, host, started_at, finished_at) VALUES"
+                " ('run1', :id, 'cpu', 'digest', 1, 'pass', 'ok', '{}', 'h', :t, :t)"
+            ),
+            {"id": built.manifest.record_id, "t": now},
+        )
+    migrate(engine)
+    assert current_revision(engine) == SCHEMA_HEAD
+    registry = Registry(engine)
+    record = registry.get(built.manifest.record_id)
+    assert record.manifest == built.manifest
+    (old,) = registry.verifications(record.id)
+    assert old.fingerprint == {}
+    verdict = registry.deployability(record, "cpu", {"llama-cpp-python": "0.3.36"})
+    assert verdict.reasons == ["stale: runtime changed (evidence predates runtime fingerprints)"]

@@ -1,0 +1,95 @@
+"""Evidence that expires with the runtime; hold, release, retire."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user-defined target that is this host and declares the llama.cpp build it runs."""
+    spec = tmp_path / "targets.yaml"
+    monkeypatch.setenv("MODELREG_TARGETS", str(spec))
+    _declare(spec, "b6000")
+    return spec
+
+
+def _declare(spec: Path, build: str) -> None:
+    spec.write_text(
+        "targets:\n  cpu-fleet:\n    hosts: ['" + socket.gethostname() + "']\n"
+        f"    runtime: {{llama.cpp: {build}}}\n"
+    )
+
+
+def _deployable(cli, record: str, target: str) -> dict:  # type: ignore[no-untyped-def]
+    return json.loads(cli("show", record, "--json")[1])["deployability"][target]
+
+
+def test_runtime_change_makes_evidence_stale_until_reverified(
+    cli, smollm2: Path, fleet: Path
+) -> None:
+    record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", "pypi://x==1")[1].strip()
+    code, out, _ = cli("verify", record, "--target", "cpu-fleet", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["passed"]
+    assert _deployable(cli, record, "cpu-fleet")["deployable"] is True
+
+    _declare(fleet, "b6001")
+    verdict = _deployable(cli, record, "cpu-fleet")
+    assert verdict["deployable"] is False
+    assert "stale: runtime changed (declared llama.cpp b6000 → b6001)" in verdict["reasons"]
+    code, out, _ = cli("list", "--deployable-on", "cpu-fleet", "--json")
+    (listed,) = json.loads(out)
+    assert listed["id"] == record and listed["deployable"] is False
+    code, _, err = cli("promote", record, "--target", "cpu-fleet")
+    assert code == 1 and "stale" in err
+
+    code, out, _ = cli("verify", "--stale", "--target", "cpu-fleet", "--json")
+    assert code == 0 and [r["record_id"] for r in json.loads(out)] == [record]
+    assert _deployable(cli, record, "cpu-fleet")["deployable"] is True
+    code, out, _ = cli("verify", "--stale", "--target", "cpu-fleet", "--json")
+    assert code == 0 and json.loads(out) == []
+
+
+def test_hold_release_retire(cli, smollm2: Path, tmp_path: Path) -> None:
+    first = cli("add", smollm2, "--model-id", SMOL_ID, "--source", "pypi://x==1")[1].strip()
+    second = cli(
+        "add",
+        smollm2,
+        "--model-id",
+        SMOL_ID,
+        "--source",
+        "pypi://x==1",
+        "--prompt",
+        "Name the capital city of France.",
+    )[1].strip()
+    for record in (first, second):
+        assert cli("verify", record)[0] == 0
+    assert cli("promote", first, "--target", "cpu")[0] == 0
+    assert cli("promote", second, "--target", "cpu")[0] == 0
+
+    assert cli("hold", first, "--why", "license review")[0] == 0
+    assert "on hold: license review" in _deployable(cli, first, "cpu")["reasons"]
+    code, _, err = cli("rollback", SMOL_ID, "--target", "cpu")
+    assert code == 1 and "license review" in err
+    assert cli("release", first)[0] == 0
+    assert _deployable(cli, first, "cpu")["deployable"] is True
+    assert cli("rollback", SMOL_ID, "--target", "cpu")[0] == 0
+
+    assert cli("retire", first, "--why", "superseded")[0] == 0
+    code, _, err = cli("rollback", SMOL_ID, "--target", "cpu")
+    assert code == 1 and "retired: superseded" in err
+    code, _, err = cli("release", first)
+    assert code == 2 and "retired" in err
+    shown = json.loads(cli("show", first, "--json")[1])
+    assert shown["state"] == {"state": "retired", "reason": "superseded"}
+    assert shown["verifications"], "evidence is kept"
+
+    kinds = [e["kind"] for e in json.loads(cli("history", SMOL_ID, "--json")[1])]
+    assert {"hold", "release", "retire"} <= set(kinds)
