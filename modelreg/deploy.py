@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from modelreg.errors import TargetNotFound
 from modelreg.fingerprint import Fingerprint, runtime_fingerprint
+from modelreg.manifests.diff import diff_manifests
 from modelreg.registry.store import Deployability, Promotion, Record, Registry, RollbackPlan
 from modelreg.targets import Target, all_targets, get_target
 
@@ -40,9 +41,18 @@ def deployability(registry: Registry, record: Record, target_name: str) -> Deplo
 
 def promote(
     registry: Registry, record: Record, target_name: str, actor: str, why: str | None
-) -> Promotion:
+) -> tuple[Promotion, str | None]:
+    """Promote, and say when the change from the current production record cannot be
+    attributed to one variable (the promotion still happens: the gate is deployability)."""
     target = get_target(target_name)
-    return registry.promote(record, target_name, actor, why, fingerprint_for(target)(record))
+    current = registry.production(record.model_id, target_name)
+    warning = None
+    if current is not None and current.record_id != record.id:
+        warning = diff_manifests(
+            registry.get(current.record_id).manifest, record.manifest
+        ).attribution_warning
+    promotion = registry.promote(record, target_name, actor, why, fingerprint_for(target)(record))
+    return promotion, warning
 
 
 def rollback_plan(registry: Registry, model_id: str, target_name: str) -> RollbackPlan:

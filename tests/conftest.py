@@ -91,3 +91,16 @@ def hf_cache(smollm2_st: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return cache
+
+
+@pytest.fixture(scope="session")
+def smollm2_new_template(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2 rewritten by gguf's writer with only its chat template changed."""
+    from tests.helpers import rewrite_chat_template
+
+    out = tmp_path_factory.mktemp("template") / "SmolLM2-new-template.gguf"
+    template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    return rewrite_chat_template(smollm2, out, template)

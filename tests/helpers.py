@@ -121,3 +121,31 @@ def flip_byte(src: Path, dst: Path) -> Path:
         fh.seek(middle)
         fh.write(bytes([byte[0] ^ 0xFF]))
     return dst
+
+
+def rewrite_chat_template(src: Path, dst: Path, template: str) -> Path:
+    """Copy a GGUF with gguf's own reader and writer, changing only the chat template (the
+    approach of gguf's gguf_new_metadata script): a metadata-only edit."""
+    import gguf
+
+    reader = gguf.GGUFReader(src)
+    arch = reader.fields["general.architecture"].contents()
+    writer = gguf.GGUFWriter(dst, arch=arch)
+    for f in reader.fields.values():
+        if f.name == "general.architecture" or f.name.startswith("GGUF."):
+            continue
+        if f.name == "tokenizer.chat_template":
+            continue
+        vtype = f.types[0]
+        sub = f.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(f.name, f.contents(), vtype, sub_type=sub)
+    writer.add_chat_template(template)
+    for t in reader.tensors:
+        writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for t in reader.tensors:
+        writer.write_tensor_data(t.data)
+    writer.close()
+    return dst

@@ -2,34 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from modelreg.cli.main import JsonOption, TargetOption, _registry, app
+from modelreg.cli.main import JsonOption, TargetOption, _manifest_ref, app
 from modelreg.cli.render import emit_json, table
 from modelreg.errors import InvalidInput
 
 GB, GiB = 10**9, 1 << 30
-
-
-def _load_manifest(ctx: typer.Context, ref: str) -> tuple[str, Any]:
-    """A record from the registry, or a manifest JSON file (e.g. a reference manifest)."""
-    from modelreg.schemas.manifest import load_manifest
-
-    path = Path(ref)
-    if path.suffix == ".json" and path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidInput(f"{path}: not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise InvalidInput(f"{path}: a manifest is a JSON object")
-        return str(path), load_manifest(data, origin=str(path))
-    record = _registry(ctx).get(ref)
-    return record.id, record.manifest
 
 
 def _sizes(n: int | None) -> dict[str, Any]:
@@ -71,7 +52,7 @@ def fit(
     from modelreg.targets import get_target
 
     the_target = get_target(target)
-    name, manifest = _load_manifest(ctx, record_ref)
+    name, manifest = _manifest_ref(ctx, record_ref)
     if (the_target.kind == "neuron") != (manifest.format == "neuron"):
         raise InvalidInput(
             f"{name} is a {manifest.format} artifact; {target} is a {the_target.kind} target "

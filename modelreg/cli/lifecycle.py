@@ -199,7 +199,9 @@ def promote(
 
     registry = _registry(ctx)
     record = registry.get(record_ref)
-    promotion = deploy.promote(registry, record, target, config.actor(), why)
+    promotion, warning = deploy.promote(registry, record, target, config.actor(), why)
+    if warning:
+        say(f"warning: {warning}")
     if json_out:
         emit_json(_promotion_json(promotion))
     else:
@@ -379,4 +381,46 @@ def retire(
     record = registry.get(record_ref)
     registry.set_state(record, "retired", why, config.actor())
     say(f"{record.id} retired: {why}")
+    return 0
+
+
+@app.command()
+def diff(
+    ctx: typer.Context,
+    a: Annotated[str, typer.Argument(metavar="A", help="Record id/prefix or manifest .json.")],
+    b: Annotated[str, typer.Argument(metavar="B", help="Record id/prefix or manifest .json.")],
+    json_out: JsonOption = False,
+) -> int:
+    """What changed from A to B: identity, source, license, ledger, weights, quantization,
+    tokenizer/template, config, runtime, files. Exit 0 even when they differ."""
+    from modelreg.cli.main import _manifest_ref
+    from modelreg.manifests.diff import diff_manifests
+
+    name_a, manifest_a = _manifest_ref(ctx, a)
+    name_b, manifest_b = _manifest_ref(ctx, b)
+    result = diff_manifests(manifest_a, manifest_b)
+    if json_out:
+        emit_json(
+            {
+                "a": name_a,
+                "b": name_b,
+                "same_model": result.same_model,
+                "metadata_only": result.metadata_only,
+                "changed": result.changed,
+                "changed_dimensions": result.changed_dimensions,
+                "attribution_warning": result.attribution_warning,
+                "notes": result.notes,
+                "sections": {
+                    s.name: {"changed": s.changed, "a": s.a, "b": s.b} for s in result.sections
+                },
+            }
+        )
+        return 0
+    print(f"a: {name_a}\nb: {name_b}")
+    for note in result.notes:
+        print(note)
+    rows = [(s.name, "changed" if s.changed else "same") for s in result.sections]
+    print(table(rows, ["section", ""]))
+    if result.attribution_warning:
+        say(f"warning: {result.attribution_warning}")
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import traceback
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -44,6 +45,17 @@ def _registry(ctx: typer.Context) -> Any:
     from modelreg.registry.store import open_registry
 
     return open_registry(ctx.obj.get("db") if ctx.obj else None)
+
+
+def _manifest_ref(ctx: typer.Context, ref: str) -> tuple[str, Any]:
+    """(name, manifest) of a record id/prefix, or of a manifest .json file."""
+    path = Path(ref)
+    if path.suffix == ".json" and path.is_file():
+        from modelreg.schemas.manifest import read_manifest_file
+
+        return str(path), read_manifest_file(path)
+    record = _registry(ctx).get(ref)
+    return record.id, record.manifest
 
 
 @app.callback()

@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from modelreg.errors import InvalidArtifact, InvalidInput
-from modelreg.manifests.digest import ProgressCallback, sha256_files
+from modelreg.manifests.digest import (
+    ProgressCallback,
+    sha256_files,
+    sha256_files_and_regions,
+)
 from modelreg.manifests.gguf import GGUFHeader, SkippedArray, read_gguf
 from modelreg.manifests.hf import (
     CARD_FILE,
@@ -281,11 +285,23 @@ def _build_gguf(
 
     if on_hashing:
         on_hashing(sum(p.stat().st_size for p in header.paths))
-    digests = sha256_files(header.paths, progress)
+    pairs = sha256_files_and_regions(header.paths, header.data_offsets, progress)
     files = [
-        FileEntry(path=p.name, bytes=p.stat().st_size, sha256=d, role="weights")
-        for p, d in zip(header.paths, digests, strict=True)
+        FileEntry(path=p.name, bytes=p.stat().st_size, sha256=whole, role="weights")
+        for p, (whole, _) in zip(header.paths, pairs, strict=True)
     ]
+    region_digests = [region for _, region in pairs]
+    tensor_data = (
+        region_digests[0]
+        if len(region_digests) == 1
+        else hashlib.sha256("".join(region_digests).encode()).hexdigest()
+    )
+    tokenizer_keys = sorted(k for k in header.kv_digests if k.startswith("tokenizer.ggml."))
+    tokenizer_digest = (
+        hashlib.sha256("".join(header.kv_digests[k] for k in tokenizer_keys).encode()).hexdigest()
+        if tokenizer_keys
+        else None
+    )
     manifest = Manifest(
         model_id=model_id,
         source=source,
@@ -303,6 +319,8 @@ def _build_gguf(
             split_count=len(header.paths),
             file_type_id=file_type_id,
             quantization_version=_int(header.get("general.quantization_version")),
+            tensor_data_sha256=tensor_data,
+            tokenizer_sha256=tokenizer_digest,
         ),
         runtime=RuntimeRequirements(runtime="llama.cpp"),
         golden_prompts=list(golden_prompts),

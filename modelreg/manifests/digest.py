@@ -22,13 +22,39 @@ ProgressCallback = Callable[[int], None]
 
 def sha256_file(path: Path, progress: ProgressCallback | None = None) -> str:
     """Hex sha256 of ``path``, read in fixed-size chunks into one reused buffer."""
+    return _hash(path, progress, None)[0]
+
+
+def sha256_file_and_region(
+    path: Path, region_start: int, progress: ProgressCallback | None = None
+) -> tuple[str, str]:
+    """sha256 of the whole file and of its bytes from ``region_start`` on, in one read.
+
+    For GGUF the region is the tensor data: equal region digests with different file digests
+    mean a metadata-only edit.
+    """
+    whole, region = _hash(path, progress, region_start)
+    assert region is not None
+    return whole, region
+
+
+def _hash(
+    path: Path, progress: ProgressCallback | None, region_start: int | None
+) -> tuple[str, str | None]:
     digest = hashlib.sha256()
+    region = hashlib.sha256() if region_start is not None else None
     buffer = bytearray(CHUNK_BYTES)
     view = memoryview(buffer)
+    position = 0
     try:
         with path.open("rb", buffering=0) as fh:
             while n := fh.readinto(buffer):
                 digest.update(view[:n])
+                if region is not None and region_start is not None:
+                    skip = min(max(region_start - position, 0), n)
+                    if skip < n:
+                        region.update(view[skip:n])
+                position += n
                 if progress:
                     progress(n)
     except FileNotFoundError:
@@ -37,7 +63,7 @@ def sha256_file(path: Path, progress: ProgressCallback | None = None) -> str:
         raise InvalidArtifact(path, "is a directory, expected a file") from None
     except OSError as exc:
         raise InvalidArtifact(path, f"cannot read: {exc.strerror}") from None
-    return digest.hexdigest()
+    return digest.hexdigest(), region.hexdigest() if region is not None else None
 
 
 def sha256_files(
@@ -49,3 +75,16 @@ def sha256_files(
     workers = workers or min(len(paths), os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sha256") as pool:
         return list(pool.map(lambda p: sha256_file(p, progress), paths))
+
+
+def sha256_files_and_regions(
+    paths: Sequence[Path],
+    region_starts: Sequence[int],
+    progress: ProgressCallback | None = None,
+) -> list[tuple[str, str]]:
+    """``sha256_file_and_region`` for each path, hashed concurrently."""
+    pairs = list(zip(paths, region_starts, strict=True))
+    if len(pairs) <= 1:
+        return [sha256_file_and_region(p, s, progress) for p, s in pairs]
+    with ThreadPoolExecutor(max_workers=min(len(pairs), os.cpu_count() or 1)) as pool:
+        return list(pool.map(lambda ps: sha256_file_and_region(ps[0], ps[1], progress), pairs))

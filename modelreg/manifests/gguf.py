@@ -9,6 +9,7 @@ size so a truncated or hostile file is an ``InvalidArtifact`` naming the offset.
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import re
 import struct
@@ -78,6 +79,8 @@ class GGUFHeader:
     tensors: list[TensorInfo]
     alignment: int
     data_offsets: list[int] = field(default_factory=list)  # per shard: start of tensor data
+    # key -> sha256 of the key/value's raw bytes in the first shard (values we skip included)
+    kv_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def tensor_count(self) -> int:
@@ -235,6 +238,7 @@ def _parse(cur: _Cursor, path: Path, shard: int) -> GGUFHeader:
         )
 
     metadata: dict[str, Any] = {}
+    kv_digests: dict[str, str] = {}
     for _ in range(kv_count):
         key_at = cur.pos
         raw_key = cur.raw_string("metadata key")
@@ -246,6 +250,7 @@ def _parse(cur: _Cursor, path: Path, shard: int) -> GGUFHeader:
             cur.fail(f"metadata key {key!r} appears twice", "metadata key", key_at)
         vtype = cur.u32(f"value type of {key}")
         metadata[key] = _read_value(cur, vtype, key)
+        kv_digests[key] = hashlib.sha256(cur.buf[key_at : cur.pos]).hexdigest()
 
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if (
@@ -318,7 +323,9 @@ def _parse(cur: _Cursor, path: Path, shard: int) -> GGUFHeader:
                 "tensor data",
                 data_offset + t.offset,
             )
-    return GGUFHeader([path], version, kv_count, metadata, tensors, alignment, [data_offset])
+    return GGUFHeader(
+        [path], version, kv_count, metadata, tensors, alignment, [data_offset], kv_digests
+    )
 
 
 def split_paths(path: Path) -> list[Path]:
@@ -368,4 +375,5 @@ def read_gguf(path: Path) -> GGUFHeader:
         tensors,
         first.alignment,
         [h.data_offsets[0] for h in headers],
+        first.kv_digests,
     )

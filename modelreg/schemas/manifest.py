@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -233,6 +234,11 @@ class GGUFFacts(BaseModel):
     split_count: int = 1
     file_type_id: int | None = None
     quantization_version: int | None = None
+    # sha256 of the tensor data region (of a split set: of the shards' region digests, in
+    # order). Equal tensor data with different files means a metadata-only edit.
+    tensor_data_sha256: Sha256 | None = None
+    # sha256 over the raw tokenizer.ggml.* key/values (vocabulary, merges, special tokens).
+    tokenizer_sha256: Sha256 | None = None
 
 
 class NeuronModule(BaseModel):
@@ -384,3 +390,21 @@ def load_manifest(data: dict[str, object], *, origin: str) -> Manifest:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "manifest"
         raise InvalidInput(f"{origin}: {loc}: {first['msg']}") from None
+
+
+MAX_MANIFEST_BYTES = 16 << 20
+
+
+def read_manifest_file(path: Path) -> Manifest:
+    """A manifest from a JSON file (a reference manifest, an export); one-line errors."""
+    try:
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise InvalidInput(f"{path}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidInput(f"{path}: file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{path}: a manifest is a JSON object")
+    return load_manifest(data, origin=str(path))
