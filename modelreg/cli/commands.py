@@ -63,6 +63,10 @@ EffectiveSourceOption = Annotated[
         help="Where the effective count is declared, with its condition (URL or card).",
     ),
 ]
+BaseModelOption = Annotated[
+    str | None,
+    typer.Option("--base-model", help="The model this artifact was made from, org/name."),
+]
 RecipeOption = Annotated[
     Path | None,
     typer.Option("--recipe", help="Quantization recipe YAML (tool, revision, scheme, ...)."),
@@ -80,6 +84,7 @@ def _build(
     effective: int | None = None,
     effective_source: str | None = None,
     trust_cache: bool = False,
+    base_model: str | None = None,
 ) -> Any:
     from modelreg.manifests.build import build_manifest
     from modelreg.manifests.recipe import load_recipe
@@ -102,6 +107,7 @@ def _build(
         recipe=load_recipe(recipe) if recipe else None,
         effective=declared,
         trust_cache=trust_cache,
+        base_model=base_model,
         progress=progress,
         on_hashing=progress.start,
     )
@@ -118,11 +124,21 @@ def inspect(
     recipe: RecipeOption = None,
     effective: EffectiveOption = None,
     effective_source: EffectiveSourceOption = None,
+    base_model: BaseModelOption = None,
     json_out: JsonOption = False,
 ) -> int:
     """Print the manifest that `add` would record (no database)."""
     built = _build(
-        paths, model_id, source, license_id, prompt, expect, recipe, effective, effective_source
+        paths,
+        model_id,
+        source,
+        license_id,
+        prompt,
+        expect,
+        recipe,
+        effective,
+        effective_source,
+        base_model=base_model,
     )
     manifest = built.manifest
     if json_out:
@@ -145,6 +161,7 @@ def add(
     effective: EffectiveOption = None,
     effective_source: EffectiveSourceOption = None,
     trust_cache: TrustCacheOption = False,
+    base_model: BaseModelOption = None,
     json_out: JsonOption = False,
 ) -> int:
     """Record an artifact: identity, license, parameters, quantization, file digests."""
@@ -159,6 +176,7 @@ def add(
         effective,
         effective_source,
         trust_cache,
+        base_model,
     )
     registry = _registry(ctx)
     record, created = registry.add(built.manifest, built.root, config.actor(), built.resolution)
@@ -302,6 +320,7 @@ def _manifest_text(m: Any) -> str:
         f"model      {m.model_id or 'unknown'}",
         f"source     {m.source or 'unknown'}",
         f"license    {m.license.id or 'unknown'} (from {m.license.source})",
+        f"base model {m.base_model or 'unknown'}",
         f"format     {m.format}   runtime {m.runtime.runtime}",
     ]
     a = m.architecture

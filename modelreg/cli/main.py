@@ -99,6 +99,7 @@ def run() -> None:
 
 
 # Commands live in their own modules and register themselves on ``app``.
+from modelreg.cli import card as _card  # noqa: E402,F401
 from modelreg.cli import commands as _commands  # noqa: E402,F401
 from modelreg.cli import fit as _fit  # noqa: E402,F401
 from modelreg.cli import lifecycle as _lifecycle  # noqa: E402,F401

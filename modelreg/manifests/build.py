@@ -73,6 +73,7 @@ def build_manifest(
     golden_prompts: Sequence[GoldenPrompt] = (),
     recipe: QuantRecipe | None = None,
     effective: Count | None = None,
+    base_model: str | None = None,
     trust_cache: bool = False,
     progress: ProgressCallback | None = None,
     on_hashing: Any = None,
@@ -86,6 +87,44 @@ def build_manifest(
         raise InvalidInput("no artifact path given")
     if model_id is not None:
         model_id = parse_model_id(model_id)
+    if base_model is not None:
+        base_model = parse_model_id(base_model)
+    built = _build_any(
+        paths,
+        model_id=model_id,
+        source=source,
+        license_id=license_id,
+        golden_prompts=golden_prompts,
+        recipe=recipe,
+        effective=effective,
+        trust_cache=trust_cache,
+        progress=progress,
+        on_hashing=on_hashing,
+    )
+    manifest = built.manifest
+    if base_model is not None:
+        if manifest.base_model not in (None, base_model):
+            raise InvalidInput(
+                f"--base-model {base_model} contradicts the artifact's base model "
+                f"{manifest.base_model} — drop --base-model or fix the artifact"
+            )
+        manifest = finalize(manifest.model_copy(update={"base_model": base_model}))
+    return BuiltArtifact(manifest, built.root, built.resolution)
+
+
+def _build_any(
+    paths: Sequence[Path | str],
+    *,
+    model_id: str | None,
+    source: str | None,
+    license_id: str | None,
+    golden_prompts: Sequence[GoldenPrompt],
+    recipe: QuantRecipe | None,
+    effective: Count | None,
+    trust_cache: bool,
+    progress: ProgressCallback | None,
+    on_hashing: Any,
+) -> BuiltArtifact:
     hub = [str(p) for p in paths if str(p).startswith("hf://")]
     if hub:
         if len(paths) > 1:
@@ -282,6 +321,8 @@ def _build_gguf(
     if effective is not None:
         ledger.effective = effective
     license_ = _resolve_license(_str(header.get("general.license")), license_id)
+    base_url = _str(header.get("general.base_model.0.repo_url")) or ""
+    gguf_base = base_url.removeprefix("https://huggingface.co/").strip("/")
 
     if on_hashing:
         on_hashing(sum(p.stat().st_size for p in header.paths))
@@ -307,6 +348,7 @@ def _build_gguf(
         source=source,
         license=license_,
         format="gguf",
+        base_model=gguf_base if MODEL_ID_RE.match(gguf_base) else None,
         files=files,
         parameters=ledger,
         quantization=quant,

