@@ -116,3 +116,74 @@ def lay_out_hf_cache(
             link.symlink_to(f"../../blobs/{blob.name}")
     (repo / "README.md").unlink(missing_ok=True)
     return snapshot
+
+
+SLIM_BUCKET = 32
+
+
+def gemma3_slim_bundle(directory: Path) -> Path:
+    """A slim host-embedding bundle of Gemma 3 270M, laid out like the Gemma-4 inf2 deploy
+    (model.pt + embed_tokens.pt + config.json + deploy manifest), built for CPU: model.pt is a
+    TorchScript trace of the decoder taking ``inputs_embeds`` (one 32-token bucket) and the last
+    position, returning its logits. Built once into ``directory`` (~1 min, ~1.7 GB)."""
+    import json
+    import math
+    import shutil
+
+    target = directory / "gemma-3-270m-slim-bundle"
+    if (target / ".complete").is_file():
+        return target
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = gemma3_270m_gguf(directory)
+    building = directory / f".building-{target.name}"
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager"
+    )
+    model.eval()
+
+    class Decoder(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, inputs_embeds: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+            logits = self.inner(inputs_embeds=inputs_embeds, use_cache=False).logits
+            return logits[0].index_select(0, position)[0]
+
+    hidden = model.config.hidden_size
+    example = (torch.zeros(1, SLIM_BUCKET, hidden), torch.tensor([0]))
+    with torch.no_grad():
+        traced = torch.jit.trace(Decoder(model), example, check_trace=False)
+    traced.save(str(building / "model.pt"))
+    # The raw table: Gemma3TextScaledWordEmbedding multiplies by sqrt(hidden) in its forward,
+    # which a host-side lookup must now do itself.
+    table: torch.Tensor = model.get_input_embeddings().weight
+    torch.save(table.detach().clone(), building / "embed_tokens.pt")
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    (building / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    tokenizer.save_pretrained(building)
+    deploy = {
+        "host_embedding": {
+            "file": "embed_tokens.pt",
+            "hidden_size": hidden,
+            "scale": math.sqrt(hidden),
+            "source": "Gemma3TextScaledWordEmbedding",
+        },
+        "tp_degree": 1,
+        "batch_size": 1,
+        "seq_len": SLIM_BUCKET,
+        "context_buckets": [SLIM_BUCKET],
+        "torch_dtype": "float32",
+        "quantized": False,
+    }
+    (building / "modelreg-deploy.json").write_text(json.dumps(deploy, indent=2) + "\n")
+    (building / ".complete").write_text("traced from " + gguf.name + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    building.rename(target)
+    return target

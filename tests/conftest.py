@@ -104,3 +104,27 @@ def smollm2_new_template(smollm2: Path, tmp_path_factory: pytest.TempPathFactory
         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     )
     return rewrite_chat_template(smollm2, out, template)
+
+
+@pytest.fixture(scope="session")
+def slim_bundle() -> Path:
+    """Gemma 3 270M as a slim host-embedding bundle (TorchScript decoder + host table)."""
+    from modelreg.bundled import gemma3_slim_bundle
+
+    return gemma3_slim_bundle(MODEL_CACHE)
+
+
+@pytest.fixture(scope="session")
+def unscaled_bundle(slim_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same bundle declaring host scale 1.0: the Gemma-4 deploy bug, reproduced."""
+    import json
+
+    out = tmp_path_factory.mktemp("unscaled") / "bundle"
+    out.mkdir()
+    for src in slim_bundle.iterdir():
+        if src.is_file() and not src.name.startswith(".") and src.name != "modelreg-deploy.json":
+            (out / src.name).hardlink_to(src)
+    deploy = json.loads((slim_bundle / "modelreg-deploy.json").read_text())
+    deploy["host_embedding"]["scale"] = 1.0
+    (out / "modelreg-deploy.json").write_text(json.dumps(deploy))
+    return out

@@ -34,6 +34,7 @@ from modelreg.manifests.ledger import (
     hf_layer_of,
     summarize_quantization,
 )
+from modelreg.manifests.neuron import is_neuron_bundle, read_bundle
 from modelreg.manifests.safetensors import DTYPE_BYTES, read_checkpoint
 from modelreg.schemas.manifest import (
     MODEL_ID_RE,
@@ -44,6 +45,7 @@ from modelreg.schemas.manifest import (
     GoldenPrompt,
     License,
     Manifest,
+    ParameterLedger,
     QuantRecipe,
     RuntimeRequirements,
     parse_model_id,
@@ -146,6 +148,20 @@ def _build_any(
     for p in resolved:
         if not p.exists():
             raise InvalidArtifact(p, "file not found")
+    bundles = [p for p in resolved if p.is_dir() and is_neuron_bundle(p)]
+    if bundles:
+        if len(resolved) > 1:
+            raise InvalidInput("give one Neuron bundle directory per add")
+        return _build_neuron(
+            bundles[0],
+            model_id=model_id,
+            source=source,
+            license_id=license_id,
+            golden_prompts=golden_prompts,
+            effective=effective,
+            progress=progress,
+            on_hashing=on_hashing,
+        )
     checkpoint_dirs = {
         p if p.is_dir() else p.parent for p in resolved if p.is_dir() or p.suffix == ".safetensors"
     }
@@ -554,3 +570,51 @@ def _build_from_hub(
             "hashed": "LFS blobs trusted by name" if trust_cache else "every file re-hashed",
         },
     )
+
+
+def _build_neuron(
+    directory: Path,
+    *,
+    model_id: str | None,
+    source: str | None,
+    license_id: str | None,
+    golden_prompts: Sequence[GoldenPrompt],
+    effective: Count | None,
+    progress: ProgressCallback | None,
+    on_hashing: Any,
+) -> BuiltArtifact:
+    """An Inferentia2 bundle: compile facts, config facts, every file digested — and nothing
+    from it executed (.pt files are read as zip archives)."""
+    facts, hf_config = read_bundle(directory)
+    arch = architecture_from_config(hf_config, "config.json") if hf_config else ArchitectureFacts()
+    ledger = ledger_from_config(hf_config) if hf_config else ParameterLedger()
+    if effective is not None:
+        ledger.effective = effective
+    paths = sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+    if on_hashing:
+        on_hashing(sum(p.stat().st_size for p in paths))
+    digests = sha256_files(paths, progress)
+    files = [
+        FileEntry(path=p.name, bytes=p.stat().st_size, sha256=d, role=file_role(p.name))
+        for p, d in zip(paths, digests, strict=True)
+    ]
+    card = directory / CARD_FILE
+    card_facts = read_card(card) if card.is_file() else None
+    manifest = Manifest(
+        model_id=model_id,
+        source=source,
+        license=_resolve_license(
+            card_facts.license if card_facts else None, license_id, f"card:{CARD_FILE}"
+        ),
+        format="neuron",
+        files=files,
+        parameters=ledger,
+        architecture=arch,
+        neuron=facts,
+        base_model=card_facts.base_model
+        if card_facts and _is_org_name(card_facts.base_model)
+        else None,
+        runtime=RuntimeRequirements(runtime="neuron"),
+        golden_prompts=list(golden_prompts),
+    )
+    return BuiltArtifact(finalize(manifest), directory)

@@ -36,9 +36,9 @@ MAX_CARD_BYTES = 1 << 20
 
 
 def file_role(name: str) -> Literal["weights", "config", "tokenizer", "chat_template", "other"]:
-    if name.endswith(".safetensors"):
+    if name.endswith((".safetensors", ".pt", ".neff")):
         return "weights"
-    if name in CONFIG_FILES:
+    if name in CONFIG_FILES or name in ("neuron_config.json", "modelreg-deploy.json"):
         return "config"
     if name in TOKENIZER_FILES:
         return "tokenizer"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelreg.manifests.fit import memory_fit
+from modelreg.manifests.fit import memory_fit, neuron_fit
 from modelreg.registry.tables import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
@@ -44,6 +44,8 @@ class HostCompatCheck:
                 classification="wrong_target",
             )
 
+        if ctx.target.kind == "neuron":
+            return self._neuron(ctx, started, evidence)
         fit = memory_fit(manifest, ctx.target.memory_bytes, context=ctx.options.context)
         evidence["memory"] = {
             "context_tokens": fit.kv.tokens,
@@ -119,3 +121,51 @@ class HostCompatCheck:
                     f"llama.cpp was built for {', '.join(missing)}, which {ctx.target.name} "
                     "lacks (it would crash or compute garbage there)"
                 )
+
+    def _neuron(self, ctx: CheckContext, started: Any, evidence: dict[str, Any]) -> CheckResult:
+        fit = neuron_fit(ctx.record.manifest, ctx.target.neuron_cores, ctx.target.memory_bytes)
+        evidence["neuron_fit"] = {
+            "tp_degree": fit.tp_degree,
+            "neuron_cores": fit.neuron_cores,
+            "per_rank_bytes": fit.per_rank_bytes,
+            "reserve_bytes": fit.reserve_bytes,
+            "core_budget_bytes": fit.core_budget_bytes,
+            "contributors": [
+                {
+                    "name": c.name,
+                    "dtype": c.dtype,
+                    "placement": c.placement,
+                    "per_rank_bytes": c.per_rank_bytes,
+                }
+                for c in fit.contributors
+            ],
+            "host_bytes": fit.host_bytes,
+            "host_rule": fit.host_rule,
+            "host_budget_bytes": fit.host_budget_bytes,
+        }
+        if fit.fits is False:
+            return finish(
+                self.name,
+                started,
+                Outcome.FAIL,
+                "; ".join(fit.reasons),
+                evidence,
+                classification="does_not_fit",
+            )
+        if fit.fits is None:
+            return finish(
+                self.name,
+                started,
+                Outcome.UNAVAILABLE,
+                "cannot tell whether it fits: " + "; ".join(fit.reasons),
+                evidence,
+            )
+        return finish(
+            self.name,
+            started,
+            Outcome.PASS,
+            f"{(fit.per_rank_bytes or 0) / 2**30:.2f} GiB per NeuronCore at TP="
+            f"{fit.tp_degree} (+ {fit.reserve_bytes / 2**30:.0f} GiB reserve) fits "
+            f"{ctx.target.name}; host {(fit.host_bytes or 0) / 2**30:.2f} GiB",
+            evidence,
+        )

