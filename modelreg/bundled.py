@@ -162,7 +162,8 @@ def gemma3_slim_bundle(directory: Path) -> Path:
     traced.save(str(building / "model.pt"))
     # The raw table: Gemma3TextScaledWordEmbedding multiplies by sqrt(hidden) in its forward,
     # which a host-side lookup must now do itself.
-    table: torch.Tensor = model.get_input_embeddings().weight
+    table = model.get_input_embeddings().weight
+    assert isinstance(table, torch.Tensor)
     torch.save(table.detach().clone(), building / "embed_tokens.pt")
     config = model.config.to_dict()
     config.pop("quantization_config", None)
