@@ -3,7 +3,9 @@ nothing touches the real home directory or a shared database."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,28 @@ def unscaled_bundle(slim_bundle: Path, tmp_path_factory: pytest.TempPathFactory)
     deploy["host_embedding"]["scale"] = 1.0
     (out / "modelreg-deploy.json").write_text(json.dumps(deploy))
     return out
+
+
+PG_URL = os.environ.get("MODELREG_TEST_POSTGRES_URL")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty registry database on each backend: a SQLite file, or a PostgreSQL schema
+    of its own on the server named by MODELREG_TEST_POSTGRES_URL (`make test` starts one)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'registry.db'}"
+        return
+    if not PG_URL:
+        pytest.skip("PostgreSQL: set MODELREG_TEST_POSTGRES_URL (make test starts a server)")
+    from sqlalchemy import create_engine, text
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(PG_URL)
+    with admin.begin() as connection:
+        connection.execute(text(f"CREATE SCHEMA {schema}"))
+    separator = "&" if "?" in PG_URL else "?"
+    yield f"{PG_URL}{separator}options=-csearch_path%3D{schema}"
+    with admin.begin() as connection:
+        connection.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()

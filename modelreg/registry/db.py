@@ -51,11 +51,20 @@ def _sqlite_engine(url: str, database: str | None) -> Engine:
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the sqlite3 module, decide where transactions begin...
+        dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        # ...and take the write lock up front: a transaction that reads, then writes (the
+        # production pointer, a record state) must not interleave with another writer, and a
+        # deferred transaction cannot wait for the lock once it has read.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 

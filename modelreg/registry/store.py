@@ -40,6 +40,8 @@ from modelreg.registry.tables import (
 from modelreg.schemas.manifest import Manifest
 from modelreg.schemas.verification import CheckResult, Outcome
 
+ADD_RETRIES = 5
+
 
 def _aware(when: datetime) -> datetime:
     # SQLite hands back naive datetimes; everything is written in UTC.
@@ -226,9 +228,30 @@ class Registry:
                 "(record the artifact itself with: modelreg add FILE…)"
             )
         digest = manifest.digest()
+        # Concurrent writers: the unique manifest digest makes the same artifact one record;
+        # a writer that loses the race for the model row retries with the row now present.
+        for _attempt in range(ADD_RETRIES):
+            existing = self._find_by_digest(digest)
+            if existing is not None:
+                return existing, False
+            try:
+                return self._insert_record(manifest, digest, root, actor, detail), True
+            except IntegrityError:
+                continue
         existing = self._find_by_digest(digest)
-        if existing is not None:
-            return existing, False
+        if existing is None:
+            raise RuntimeError(f"could not add record {manifest.record_id} after retries")
+        return existing, False
+
+    def _insert_record(
+        self,
+        manifest: Manifest,
+        digest: str,
+        root: Path,
+        actor: str,
+        detail: dict[str, Any] | None,
+    ) -> Record:
+        assert manifest.model_id is not None
         now = utcnow()
         row = RecordRow(
             id=manifest.record_id,
@@ -242,41 +265,30 @@ class Registry:
             created_at=now,
             created_by=actor,
         )
-        try:
-            with self._session() as session:
-                if (
-                    session.exec(
-                        select(ModelRow).where(ModelRow.model_id == manifest.model_id)
-                    ).first()
-                    is None
-                ):
-                    session.add(ModelRow(model_id=manifest.model_id, created_at=now))
-                    session.flush()
-                session.add(row)
+        with self._session() as session:
+            model = select(ModelRow).where(ModelRow.model_id == manifest.model_id)
+            if session.exec(model).first() is None:
+                session.add(ModelRow(model_id=manifest.model_id, created_at=now))
                 session.flush()
-                for f in manifest.files:
-                    assert f.bytes is not None and f.sha256 is not None  # checked above
-                    session.add(
-                        RecordFileRow(record_id=row.id, path=f.path, bytes=f.bytes, sha256=f.sha256)
-                    )
+            session.add(row)
+            session.flush()
+            for f in manifest.files:
+                assert f.bytes is not None and f.sha256 is not None  # checked by add
                 session.add(
-                    _event(
-                        "add",
-                        actor,
-                        model_id=manifest.model_id,
-                        record_id=row.id,
-                        detail={"root": str(root), "hold_reasons": manifest.hold_reasons}
-                        | (detail or {}),
-                    )
+                    RecordFileRow(record_id=row.id, path=f.path, bytes=f.bytes, sha256=f.sha256)
                 )
-                session.commit()
-        except IntegrityError:
-            # Another writer added the same manifest (or model) between our check and insert.
-            existing = self._find_by_digest(digest)
-            if existing is None:
-                raise
-            return existing, False
-        return Record.from_row(row), True
+            session.add(
+                _event(
+                    "add",
+                    actor,
+                    model_id=manifest.model_id,
+                    record_id=row.id,
+                    detail={"root": str(root), "hold_reasons": manifest.hold_reasons}
+                    | (detail or {}),
+                )
+            )
+            session.commit()
+        return Record.from_row(row)
 
     def _find_by_digest(self, digest: str) -> Record | None:
         with self._session() as session:
@@ -511,18 +523,32 @@ class Registry:
     def _set_production(
         self, record: Record, target: str, action: str, actor: str, why: str | None
     ) -> Promotion:
-        current = self.production(record.model_id, target)
-        row = PromotionRow(
-            model_id=record.model_id,
-            target=target,
-            record_id=record.id,
-            previous_record_id=current.record_id if current else None,
-            action=action,
-            at=utcnow(),
-            actor=actor,
-            why=why,
-        )
+        """Move the production pointer in one transaction that holds the (model) lock, so
+        concurrent promotions and rollbacks queue up and every row names the true previous
+        record: the pointer never forks."""
         with self._session() as session:
+            # PostgreSQL: row lock on the model; SQLite: every write transaction is
+            # BEGIN IMMEDIATE (see db.py), which serializes writers already.
+            session.exec(
+                select(ModelRow).where(ModelRow.model_id == record.model_id).with_for_update()
+            ).one()
+            current = session.exec(
+                select(PromotionRow)
+                .where(PromotionRow.model_id == record.model_id, PromotionRow.target == target)
+                .order_by(col(PromotionRow.id).desc())
+                .limit(1)
+            ).first()
+            previous = current.record_id if current else None
+            row = PromotionRow(
+                model_id=record.model_id,
+                target=target,
+                record_id=record.id,
+                previous_record_id=previous,
+                action=action,
+                at=utcnow(),
+                actor=actor,
+                why=why,
+            )
             session.add(row)
             session.add(
                 _event(
@@ -532,11 +558,11 @@ class Registry:
                     record_id=record.id,
                     target=target,
                     why=why,
-                    detail={"previous_record_id": row.previous_record_id},
+                    detail={"previous_record_id": previous},
                 )
             )
             session.commit()
-        return Promotion.from_row(row)
+            return Promotion.from_row(row)
 
     def rollback_plan(
         self,

@@ -23,12 +23,12 @@ from modelreg.registry.store import Registry, open_registry
 
 
 @pytest.fixture
-def registry(tmp_path: Path) -> Registry:
-    return open_registry(f"sqlite:///{tmp_path / 'r.db'}")
+def registry(db_url: str) -> Registry:
+    return open_registry(db_url)
 
 
-def test_migrations_build_the_schema_the_tables_describe(tmp_path: Path) -> None:
-    engine = create_registry_engine(f"sqlite:///{tmp_path / 'm.db'}")
+def test_migrations_build_the_schema_the_tables_describe(db_url: str) -> None:
+    engine = create_registry_engine(db_url)
     assert current_revision(engine) is None
     migrate(engine)
     assert current_revision(engine) == head_revision() == SCHEMA_HEAD
@@ -80,13 +80,13 @@ def test_add_without_model_id_is_refused(registry: Registry, smollm2: Path) -> N
 
 
 def test_migration_from_0001_keeps_data_and_marks_old_evidence_stale(
-    tmp_path: Path, smollm2: Path
+    db_url: str, smollm2: Path
 ) -> None:
     from sqlalchemy import text
 
     from modelreg.registry.store import Registry
 
-    engine = create_registry_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    engine = create_registry_engine(db_url)
     migrate(engine, "0001")
     built = build_manifest([smollm2], model_id="a/b", source="pypi://x==1")
     now = "2026-01-01 00:00:00"
@@ -109,9 +109,9 @@ def test_migration_from_0001_keeps_data_and_marks_old_evidence_stale(
             text(
                 'INSERT INTO verifications (run_id, record_id, target, "check", required,'
                 " outcome, summary, evidence_json, host, started_at, finished_at) VALUES"
-                " ('run1', :id, 'cpu', 'digest', 1, 'pass', 'ok', '{}', 'h', :t, :t)"
+                " ('run1', :id, 'cpu', 'digest', :yes, 'pass', 'ok', '{}', 'h', :t, :t)"
             ),
-            {"id": built.manifest.record_id, "t": now},
+            {"id": built.manifest.record_id, "t": now, "yes": True},
         )
     migrate(engine)
     assert current_revision(engine) == SCHEMA_HEAD
