@@ -103,3 +103,4 @@ from modelreg.cli import card as _card  # noqa: E402,F401
 from modelreg.cli import commands as _commands  # noqa: E402,F401
 from modelreg.cli import fit as _fit  # noqa: E402,F401
 from modelreg.cli import lifecycle as _lifecycle  # noqa: E402,F401
+from modelreg.cli import transfer as _transfer  # noqa: E402,F401

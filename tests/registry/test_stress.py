@@ -9,6 +9,7 @@ forks).
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import random
 from collections import Counter
@@ -51,8 +52,14 @@ MANIFESTS = [_manifest(i) for i in range(5)]
 def _passing_run() -> list[CheckResult]:
     now = datetime.now(UTC)
     return [
-        CheckResult(check=name, required=True, outcome=Outcome.PASS, summary="ok",
-                    started_at=now, finished_at=now)
+        CheckResult(
+            check=name,
+            required=True,
+            outcome=Outcome.PASS,
+            summary="ok",
+            started_at=now,
+            finished_at=now,
+        )
         for name in ("digest", "host-compat", "gguf-cpu-smoke")
     ]
 
@@ -120,7 +127,7 @@ def test_concurrent_writers_keep_every_invariant(db_url: str) -> None:
         events.update(e.kind for e in history)
         assert [e.id for e in history] == sorted(e.id for e in history)
         chain = registry.promotions(model, "cpu")
-        for before, after in zip(chain, chain[1:], strict=False):
+        for before, after in itertools.pairwise(chain):
             assert after.previous_record_id == before.record_id, "the production pointer forked"
         if chain:
             assert chain[0].previous_record_id is None
