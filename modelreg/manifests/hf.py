@@ -33,6 +33,7 @@ _HF_RE = re.compile(r"^hf://(?P<repo>[^/@\s]+/[^/@\s]+)@(?P<rev>\S+)$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
 MAX_CARD_BYTES = 1 << 20
+_YAML_ANCHOR_RE = re.compile(r"(^|[\s\[{,:-])[&*][A-Za-z0-9_-]+", re.MULTILINE)
 
 
 def file_role(name: str) -> Literal["weights", "config", "tokenizer", "chat_template", "other"]:
@@ -72,6 +73,11 @@ def read_card_front_matter(path: Path) -> tuple[dict[str, Any], str]:
         raise InvalidInput(f"{path}: file not found") from None
     except UnicodeDecodeError:
         raise InvalidInput(f"{path}: model card is not UTF-8 text") from None
+    front = text.split("\n---", 1)[0] if text.startswith("---") else ""
+    if _YAML_ANCHOR_RE.search(front):
+        # Model cards have no use for anchors and aliases; refusing them rules out alias
+        # bombs ("billion laughs") whatever a later reader does with the data.
+        raise InvalidInput(f"{path}: YAML anchors/aliases are not accepted in card front matter")
     try:
         card = ModelCard(text, ignore_metadata_errors=True)
     except (ValueError, yaml.YAMLError, RecursionError, MemoryError) as exc:

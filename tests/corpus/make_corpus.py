@@ -1,0 +1,144 @@
+"""Write the hostile-input corpus (run: python -m tests.corpus.make_corpus).
+
+Each entry is a file (or a directory, for checkpoints) that modelreg must reject with one clear
+line and exit 2, without changing the database. CASES maps a path to the command that reads it
+and the exit code expected; test_corpus checks every case and that the files on disk are what
+this script writes.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from tests.helpers import gguf_string, kv_str, kv_u32, raw_gguf, tensor_info
+
+HERE = Path(__file__).resolve().parent
+
+
+def _st(header: bytes, data: bytes = b"", declared: int | None = None) -> bytes:
+    return struct.pack("<Q", len(header) if declared is None else declared) + header + data
+
+
+def _valid_gguf() -> bytes:
+    return raw_gguf(
+        kvs=[kv_str("general.architecture", "llama"), kv_str("general.name", "corpus")],
+        tensors=[tensor_info("token_embd.weight", [8, 4])],
+        data=b"\0" * 128,
+    )
+
+
+def _sections() -> dict[str, int]:
+    """Byte offsets where each section of the valid GGUF ends."""
+    kv_end = (
+        24 + len(kv_str("general.architecture", "llama")) + len(kv_str("general.name", "corpus"))
+    )
+    return {
+        "magic": 2,
+        "version": 6,
+        "counts": 20,
+        "kv": kv_end - 3,
+        "tensor-info": kv_end + 10,
+        "data": len(_valid_gguf()) - 64,
+    }
+
+
+def entries() -> dict[str, bytes]:
+    valid = _valid_gguf()
+    files = {
+        "gguf/bad-magic.gguf": b"GGML" + valid[4:],
+        "gguf/version-1.gguf": raw_gguf(version=1),
+        "gguf/version-99.gguf": raw_gguf(version=99),
+        "gguf/kv-count-2e60.gguf": raw_gguf(kv_count=2**60),
+        "gguf/tensor-count-2e40.gguf": raw_gguf(tensor_count=2**40),
+        "gguf/string-past-eof.gguf": raw_gguf(kvs=[kv_str("general.name", "x", 10**9)]),
+        "gguf/n-dims-9.gguf": raw_gguf(tensors=[tensor_info("w", [1] * 9)]),
+        "gguf/tensor-offset-past-eof.gguf": raw_gguf(
+            tensors=[tensor_info("w", [32], offset=1 << 20)], data=b"\0" * 128
+        ),
+        "gguf/misaligned-offset.gguf": raw_gguf(
+            tensors=[tensor_info("w", [8], offset=3)], data=b"\0" * 128
+        ),
+        "gguf/duplicate-tensor.gguf": raw_gguf(
+            tensors=[tensor_info("w", [8]), tensor_info("w", [8], offset=32)], data=b"\0" * 128
+        ),
+        "gguf/non-utf8-key.gguf": raw_gguf(kvs=[kv_u32(b"\xff\xfe", 1)]),
+        "gguf/alignment-0.gguf": raw_gguf(kvs=[kv_u32("general.alignment", 0)]),
+        "gguf/alignment-3.gguf": raw_gguf(kvs=[kv_u32("general.alignment", 3)]),
+        "gguf/unknown-value-type.gguf": raw_gguf(
+            kvs=[gguf_string("k") + struct.pack("<I", 77) + b"\0" * 8]
+        ),
+        "gguf/empty.gguf": b"",
+        # Not an error: unknown tensor types are recorded as unknown and hold the record.
+        "gguf/unknown-tensor-type.gguf": raw_gguf(
+            kvs=[kv_str("general.license", "mit")],
+            tensors=[tensor_info("w", [32], ggml_type=140)],
+            data=b"\0" * 64,
+        ),
+    }
+    for section, cut in _sections().items():
+        files[f"gguf/truncated-in-{section}.gguf"] = valid[:cut]
+    files |= {
+        "safetensors/header-longer-than-file/model.safetensors": _st(b"{}", declared=10**6),
+        "safetensors/header-not-json/model.safetensors": _st(b"{not json"),
+        "safetensors/overlapping-offsets/model.safetensors": _st(
+            b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
+            b'"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}',
+            b"\0" * 12,
+        ),
+        "safetensors/offsets-past-end/model.safetensors": _st(
+            b'{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}', b"\0" * 8
+        ),
+        "safetensors/index-names-missing-shard/model.safetensors.index.json": json.dumps(
+            {"weight_map": {"a": "model-00002-of-00002.safetensors"}}
+        ).encode(),
+        "safetensors/config-not-json/config.json": b"{oops",
+        "safetensors/config-not-json/model.safetensors": _st(
+            b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', b"\0" * 4
+        ),
+    }
+    header = json.dumps({"type": "header", "format": "modelreg-export", "version": 1})
+    record = {
+        "type": "record",
+        "id": "r_000000000000",
+        "root": "/x",
+        "created_by": "x",
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "manifest": {
+            "model_id": "a/b",
+            "format": "gguf",
+            "runtime": {"runtime": "llama.cpp"},
+            "files": [{"path": "m.gguf", "bytes": 1, "sha256": "0" * 64}],
+        },
+    }
+    for name, change in {
+        "path-traversal": {"path": "../../etc/passwd"},
+        "absolute-path": {"path": "/etc/passwd"},
+    }.items():
+        hostile = json.loads(json.dumps(record))
+        hostile["manifest"]["files"][0] |= change
+        files[f"manifests/{name}.jsonl"] = f"{header}\n{json.dumps(hostile)}\n".encode()
+    unknown = json.loads(json.dumps(record))
+    unknown["manifest"]["surprise"] = "field"
+    files["manifests/unknown-field.jsonl"] = f"{header}\n{json.dumps(unknown)}\n".encode()
+    bomb = ["---", 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, 10):
+        bomb.append(f"{chr(97 + i)}: &{chr(97 + i)} [" + ",".join([f"*{chr(96 + i)}"] * 9) + "]")
+    files["cards/alias-bomb.md"] = ("\n".join([*bomb, "license: mit", "---", "# x"])).encode()
+    files["cards/deep-nesting.md"] = ("---\nx: " + "[" * 20000 + "]" * 20000 + "\n---\n").encode()
+    files["cards/invalid-yaml.md"] = b"---\nlicense: [unclosed\n---\n"
+    files["cards/not-utf8.md"] = b"---\nlicense: \xff\xfe\n---\n"
+    return files
+
+
+def main() -> None:
+    for name, data in entries().items():
+        path = HERE / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        print(path.relative_to(HERE))
+
+
+if __name__ == "__main__":
+    main()
