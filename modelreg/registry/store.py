@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
 from modelreg.errors import (
@@ -636,8 +636,16 @@ def _event(
 def open_registry(url: str | None = None) -> Registry:
     """Open (and migrate) the registry at ``url`` or the configured default."""
     from modelreg import config
-    from modelreg.registry.db import create_registry_engine, migrate
+    from modelreg.registry.db import create_registry_engine, migrate, redact
 
-    engine = create_registry_engine(config.database_url(url))
-    migrate(engine)
+    resolved = config.database_url(url)
+    engine = create_registry_engine(resolved)
+    try:
+        migrate(engine)
+    except OperationalError as exc:
+        reason = str(exc.orig or exc).strip().splitlines()[0]
+        raise InvalidInput(
+            f"cannot open the registry at {redact(resolved)}: {reason} — check --db or "
+            "MODELREG_DATABASE_URL"
+        ) from None
     return Registry(engine)

@@ -37,7 +37,9 @@ class ChildRun:
         if self.signal:
             return f"child killed by {self.signal}"
         if self.status == "no_response":
-            return f"child exited with status {self.exit_code} without a response"
+            last = self.stderr_tail.strip().splitlines()[-1:] or [""]
+            detail = f": {last[0][:200]}" if last[0] else ""
+            return f"child exited with status {self.exit_code} without a response{detail}"
         return "ok"
 
     def evidence(self) -> dict[str, Any]:

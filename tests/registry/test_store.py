@@ -122,3 +122,12 @@ def test_migration_from_0001_keeps_data_and_marks_old_evidence_stale(
     assert old.fingerprint == {}
     verdict = registry.deployability(record, "cpu", {"llama-cpp-python": "0.3.36"})
     assert verdict.reasons == ["stale: runtime changed (evidence predates runtime fingerprints)"]
+
+
+def test_unreachable_database_is_one_redacted_line(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = "postgresql+psycopg://bob:s3cretpw@127.0.0.1:1/registry"
+    monkeypatch.setenv("MODELREG_DATABASE_URL", url)
+    code, out, err = cli("list")
+    assert code == 2 and out == ""
+    assert "s3cretpw" not in err and "bob:***@127.0.0.1" in err
+    assert err.count("\n") == 1 and "Traceback" not in err

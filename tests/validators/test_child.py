@@ -39,3 +39,10 @@ def test_child_without_a_response_is_reported(tmp_path: Path) -> None:
 def test_response_is_the_last_stdout_line(tmp_path: Path) -> None:
     run = run_child(_child(tmp_path, "print(json.dumps({'status': 'ok', 'x': 1}))"), {}, timeout=30)
     assert run.status == "ok" and run.response == {"status": "ok", "x": 1}
+
+
+def test_child_over_its_memory_limit_is_recorded(tmp_path: Path) -> None:
+    body = "blob = bytearray(2 * 1024**3)\nprint('unreachable')"
+    run = run_child(_child(tmp_path, body), {}, timeout=60, memory_limit_bytes=512 * 1024**2)
+    assert run.status == "no_response" and run.exit_code == 1
+    assert "MemoryError" in run.describe()
