@@ -65,9 +65,9 @@ def records_on(
 ) -> list[tuple[Record, Deployability]]:
     """Every record verified on the target, with its deployability there now."""
     target = get_target(target_name)
-    fingerprint = fingerprint_for(target)
     verified = registry.records_verified_on(target_name, model_id)
-    return [(r, registry.deployability(r, target_name, fingerprint(r))) for r in verified]
+    verdicts = registry.deployability_many(verified, target_name, fingerprint_for(target))
+    return list(zip(verified, verdicts, strict=True))
 
 
 def stale_records(registry: Registry, target_name: str) -> list[Record]:

@@ -57,7 +57,11 @@ class VerificationRow(SQLModel, table=True):
 
     __tablename__ = "verifications"
     # "latest run of this record on this target" is the deployability question.
-    __table_args__ = (Index("ix_verifications_record_target", "record_id", "target", "id"),)
+    __table_args__ = (
+        Index("ix_verifications_record_target", "record_id", "target", "id"),
+        # "what is deployable on T": the latest run of every record verified there.
+        Index("ix_verifications_target_record", "target", "record_id", "id"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(index=True, max_length=32)
