@@ -12,8 +12,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, func, select
@@ -121,6 +122,18 @@ class Verification:
             ),
             fingerprint=json.loads(row.fingerprint_json or "{}"),
         )
+
+
+class CheckVerdict(NamedTuple):
+    """The part of a stored check result that decides deployability."""
+
+    check: str
+    required: bool
+    outcome: str
+    classification: str | None
+    finished_at: datetime
+    run_id: str
+    fingerprint: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -422,9 +435,19 @@ class Registry:
         """Deployable on ``target`` iff active (not held or retired, nothing unknown) and the
         latest run there passed every required check — with evidence produced by the current
         runtime when ``fingerprint`` (the target's current one) is given."""
-        return _judge(
-            record, target, self.state(record.id), self.latest_run(record.id, target), fingerprint
-        )
+        run = [
+            CheckVerdict(
+                v.result.check,
+                v.result.required,
+                v.result.outcome.value,
+                v.result.classification,
+                v.result.finished_at,
+                v.run_id,
+                v.fingerprint,
+            )
+            for v in self.latest_run(record.id, target)
+        ]
+        return _judge(record, target, self.state(record.id), run, fingerprint)
 
     def deployability_many(
         self,
@@ -434,25 +457,45 @@ class Registry:
     ) -> list[Deployability]:
         """``deployability`` for many records in three queries, not three per record."""
         ids = [r.id for r in records]
-        runs: dict[str, list[Verification]] = {i: [] for i in ids}
+        runs: dict[str, list[CheckVerdict]] = {i: [] for i in ids}
         states: dict[str, tuple[str, str | None]] = {}
+        v = VerificationRow
         with self._session() as session:
             for chunk in (ids[k : k + 500] for k in range(0, len(ids), 500)):
                 last = (
-                    select(func.max(VerificationRow.id))
-                    .where(
-                        VerificationRow.target == target, col(VerificationRow.record_id).in_(chunk)
-                    )
-                    .group_by(col(VerificationRow.record_id))
+                    select(func.max(v.id))
+                    .where(v.target == target, col(v.record_id).in_(chunk))
+                    .group_by(col(v.record_id))
                 )
-                last_runs = select(VerificationRow.run_id).where(col(VerificationRow.id).in_(last))
-                rows = session.exec(
-                    select(VerificationRow)
-                    .where(col(VerificationRow.run_id).in_(last_runs))
-                    .order_by(col(VerificationRow.id))
+                last_runs = select(v.run_id).where(col(v.id).in_(last))
+                # Plain columns, not ORM rows with their evidence: the hot path of
+                # `list --deployable-on`.
+                rows = session.execute(
+                    sa_select(
+                        col(v.record_id),
+                        col(v.check),
+                        col(v.required),
+                        col(v.outcome),
+                        col(v.classification),
+                        col(v.finished_at),
+                        col(v.run_id),
+                        col(v.fingerprint_json),
+                    )
+                    .where(col(v.run_id).in_(last_runs))
+                    .order_by(col(v.id))
                 ).all()
-                for row in rows:
-                    runs[row.record_id].append(Verification.from_row(row))
+                for record_id, check, required, outcome, cls, at, run_id, fp in rows:
+                    runs[record_id].append(
+                        CheckVerdict(
+                            check,
+                            required,
+                            outcome,
+                            cls,
+                            _aware(at),
+                            run_id,
+                            json.loads(fp or "{}"),
+                        )
+                    )
                 for state in session.exec(
                     select(RecordStateRow).where(col(RecordStateRow.record_id).in_(chunk))
                 ):
@@ -670,7 +713,7 @@ def _judge(
     record: Record,
     target: str,
     state: tuple[str, str | None],
-    run: list[Verification],
+    run: list[CheckVerdict],
     fingerprint: dict[str, str] | None,
 ) -> Deployability:
     kind, why = state
@@ -683,22 +726,16 @@ def _judge(
         reasons.append(f"never verified on {target}")
         return Deployability(record.id, target, False, reasons)
     failed = False
-    for v in run:
-        if v.result.required and v.result.outcome is not Outcome.PASS:
+    for verdict in run:
+        if verdict.required and verdict.outcome != Outcome.PASS.value:
             failed = True
-            why = f"{v.result.check}: {v.result.outcome.value}"
-            if v.result.classification:
-                why += f" ({v.result.classification})"
-            reasons.append(why)
+            reason = f"{verdict.check}: {verdict.outcome}"
+            if verdict.classification:
+                reason += f" ({verdict.classification})"
+            reasons.append(reason)
     if not failed and fingerprint is not None and run[0].fingerprint != fingerprint:
-        reasons.append(
-            f"stale: runtime changed ({describe_change(run[0].fingerprint, fingerprint)})"
-        )
+        change = describe_change(run[0].fingerprint, fingerprint)
+        reasons.append(f"stale: runtime changed ({change})")
     return Deployability(
-        record.id,
-        target,
-        not reasons,
-        reasons,
-        run[0].run_id,
-        max(v.result.finished_at for v in run),
+        record.id, target, not reasons, reasons, run[0].run_id, max(v.finished_at for v in run)
     )
