@@ -9,7 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks import bench_digest, bench_gguf_header, bench_safetensors, bench_verify
+from benchmarks import (
+    bench_digest,
+    bench_gguf_header,
+    bench_registry,
+    bench_safetensors,
+    bench_verify,
+)
 from modelreg import host
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -66,6 +72,7 @@ def main() -> None:
     results += bench_digest.run()
     results += bench_verify.run()
     results += bench_safetensors.run()
+    results += bench_registry.run()
     text = render(results)
     RESULTS.write_text(text + _NOTES, encoding="utf-8")
     print(text)
@@ -81,6 +88,11 @@ _NOTES = """
   child cannot start loading before the registry is open. The ≤ 1.5× target is not met.
 - The peak-RSS rows hash sparse files (all zero bytes): sha256 costs the same per byte, and
   a sparse 8 GiB file needs no disk.
+- Registry rows: 100,000 records in 100 models, 1,000 of them verified on `cpu` (3 checks
+  each) and 20,000 on `inf2.xlarge`, 50 promotions. The "alternative" column is the same query
+  with our indexes dropped (rollback) or deployability asked one record at a time (list). The
+  plans show the indexes in use: `ix_promotions_model_target` for the production pointer,
+  `ix_verifications_target_record` (migration 0003) for the latest run per record on a target.
 """
 
 
