@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,12 @@ from modelreg.manifests.hf import (
     read_card,
     resolve_hub_source,
 )
-from modelreg.manifests.hf_config import architecture_from_config, ledger_from_config, text_config
+from modelreg.manifests.hf_config import (
+    architecture_from_config,
+    ledger_from_config,
+    read_json_object,
+    text_config,
+)
 from modelreg.manifests.holds import finalize
 from modelreg.manifests.ledger import (
     TensorEntry,
@@ -66,6 +70,21 @@ class BuiltArtifact:
     resolution: dict[str, str] | None = None
 
 
+@dataclass(frozen=True)
+class BuildRequest:
+    """What the caller knows about an artifact beyond its files, for every format's builder."""
+
+    model_id: str | None = None
+    source: str | None = None
+    license_id: str | None = None
+    golden_prompts: Sequence[GoldenPrompt] = ()
+    recipe: QuantRecipe | None = None
+    effective: Count | None = None
+    trust_cache: bool = False
+    progress: ProgressCallback | None = None
+    on_hashing: Any = None
+
+
 def build_manifest(
     paths: Sequence[Path | str],
     *,
@@ -93,15 +112,17 @@ def build_manifest(
         base_model = parse_model_id(base_model)
     built = _build_any(
         paths,
-        model_id=model_id,
-        source=source,
-        license_id=license_id,
-        golden_prompts=golden_prompts,
-        recipe=recipe,
-        effective=effective,
-        trust_cache=trust_cache,
-        progress=progress,
-        on_hashing=on_hashing,
+        BuildRequest(
+            model_id=model_id,
+            source=source,
+            license_id=license_id,
+            golden_prompts=tuple(golden_prompts),
+            recipe=recipe,
+            effective=effective,
+            trust_cache=trust_cache,
+            progress=progress,
+            on_hashing=on_hashing,
+        ),
     )
     manifest = built.manifest
     if base_model is not None:
@@ -114,36 +135,14 @@ def build_manifest(
     return BuiltArtifact(manifest, built.root, built.resolution)
 
 
-def _build_any(
-    paths: Sequence[Path | str],
-    *,
-    model_id: str | None,
-    source: str | None,
-    license_id: str | None,
-    golden_prompts: Sequence[GoldenPrompt],
-    recipe: QuantRecipe | None,
-    effective: Count | None,
-    trust_cache: bool,
-    progress: ProgressCallback | None,
-    on_hashing: Any,
-) -> BuiltArtifact:
+def _build_any(paths: Sequence[Path | str], req: BuildRequest) -> BuiltArtifact:
+    if req.source is not None:
+        req = replace(req, source=parse_source_pin(req.source))
     hub = [str(p) for p in paths if str(p).startswith("hf://")]
     if hub:
         if len(paths) > 1:
             raise InvalidInput("give one hf://org/name@REV per add, without other paths")
-        return _build_from_hub(
-            hub[0],
-            model_id=model_id,
-            source=source,
-            license_id=license_id,
-            golden_prompts=golden_prompts,
-            effective=effective,
-            trust_cache=trust_cache,
-            progress=progress,
-            on_hashing=on_hashing,
-        )
-    if source is not None:
-        source = parse_source_pin(source)
+        return _build_from_hub(hub[0], req)
     resolved = [Path(p).expanduser().resolve() for p in paths]
     for p in resolved:
         if not p.exists():
@@ -152,45 +151,17 @@ def _build_any(
     if bundles:
         if len(resolved) > 1:
             raise InvalidInput("give one Neuron bundle directory per add")
-        return _build_neuron(
-            bundles[0],
-            model_id=model_id,
-            source=source,
-            license_id=license_id,
-            golden_prompts=golden_prompts,
-            effective=effective,
-            progress=progress,
-            on_hashing=on_hashing,
-        )
+        return _build_neuron(bundles[0], req)
     checkpoint_dirs = {
         p if p.is_dir() else p.parent for p in resolved if p.is_dir() or p.suffix == ".safetensors"
     }
     if checkpoint_dirs:
         if len(checkpoint_dirs) > 1 or (len(resolved) > 1 and any(p.is_dir() for p in resolved)):
             raise InvalidInput("give one checkpoint directory per add")
-        return _build_safetensors(
-            checkpoint_dirs.pop(),
-            model_id=model_id,
-            source=source,
-            license_id=license_id,
-            golden_prompts=golden_prompts,
-            effective=effective,
-            progress=progress,
-            on_hashing=on_hashing,
-        )
+        return _build_safetensors(checkpoint_dirs.pop(), req)
     ggufs = [p for p in resolved if p.is_file() and p.suffix == ".gguf"]
     if ggufs:
-        return _build_gguf(
-            resolved,
-            model_id=model_id,
-            source=source,
-            license_id=license_id,
-            golden_prompts=golden_prompts,
-            recipe=recipe,
-            effective=effective,
-            progress=progress,
-            on_hashing=on_hashing,
-        )
+        return _build_gguf(resolved, req)
     raise InvalidInput(
         f"{resolved[0]}: not a recognised artifact (expected a .gguf file, a safetensors "
         "checkpoint directory or hf://org/name@REV)"
@@ -291,18 +262,7 @@ def _resolve_license(
     return License()
 
 
-def _build_gguf(
-    paths: list[Path],
-    *,
-    model_id: str | None,
-    source: str | None,
-    license_id: str | None,
-    golden_prompts: Sequence[GoldenPrompt],
-    recipe: QuantRecipe | None,
-    effective: Count | None,
-    progress: ProgressCallback | None,
-    on_hashing: Any,
-) -> BuiltArtifact:
+def _build_gguf(paths: list[Path], req: BuildRequest) -> BuiltArtifact:
     if len(paths) > 1 and not all(p.suffix == ".gguf" for p in paths):
         raise InvalidInput("a GGUF artifact is .gguf files only; give one artifact per add")
     header = read_gguf(paths[0])
@@ -333,16 +293,16 @@ def _build_gguf(
         nominal_file_type=nominal,
         base_bits_per_weight=base_bits_per_weight(nominal),
     )
-    quant.recipe = recipe
-    if effective is not None:
-        ledger.effective = effective
-    license_ = _resolve_license(_str(header.get("general.license")), license_id)
+    quant.recipe = req.recipe
+    if req.effective is not None:
+        ledger.effective = req.effective
+    license_ = _resolve_license(_str(header.get("general.license")), req.license_id)
     base_url = _str(header.get("general.base_model.0.repo_url")) or ""
     gguf_base = base_url.removeprefix("https://huggingface.co/").strip("/")
 
-    if on_hashing:
-        on_hashing(sum(p.stat().st_size for p in header.paths))
-    pairs = sha256_files_and_regions(header.paths, header.data_offsets, progress)
+    if req.on_hashing:
+        req.on_hashing(sum(p.stat().st_size for p in header.paths))
+    pairs = sha256_files_and_regions(header.paths, header.data_offsets, req.progress)
     files = [
         FileEntry(path=p.name, bytes=p.stat().st_size, sha256=whole, role="weights")
         for p, (whole, _) in zip(header.paths, pairs, strict=True)
@@ -360,8 +320,8 @@ def _build_gguf(
         else None
     )
     manifest = Manifest(
-        model_id=model_id,
-        source=source,
+        model_id=req.model_id,
+        source=req.source,
         license=license_,
         format="gguf",
         base_model=gguf_base if MODEL_ID_RE.match(gguf_base) else None,
@@ -381,19 +341,9 @@ def _build_gguf(
             tokenizer_sha256=tokenizer_digest,
         ),
         runtime=RuntimeRequirements(runtime="llama.cpp"),
-        golden_prompts=list(golden_prompts),
+        golden_prompts=list(req.golden_prompts),
     )
     return BuiltArtifact(finalize(manifest), root)
-
-
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidArtifact(path, f"not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise InvalidArtifact(path, "expected a JSON object")
-    return data
 
 
 def _chat_template_sha256(directory: Path) -> str | None:
@@ -403,29 +353,20 @@ def _chat_template_sha256(directory: Path) -> str | None:
     for name in ("chat_template.json", "tokenizer_config.json"):
         path = directory / name
         if path.is_file():
-            template = _load_json(path).get("chat_template")
+            template = read_json_object(path).get("chat_template")
             if isinstance(template, str) and template:
                 return hashlib.sha256(template.encode()).hexdigest()
     return None
 
 
 def _build_safetensors(
-    directory: Path,
-    *,
-    model_id: str | None,
-    source: str | None,
-    license_id: str | None,
-    golden_prompts: Sequence[GoldenPrompt],
-    effective: Count | None,
-    progress: ProgressCallback | None,
-    on_hashing: Any,
-    known_digests: dict[str, str] | None = None,
+    directory: Path, req: BuildRequest, known_digests: dict[str, str] | None = None
 ) -> BuiltArtifact:
     """A safetensors checkpoint directory: header-only tensor table, config facts, and every
     file that changes behaviour (weights, config, tokenizer, chat template) digested."""
     checkpoint = read_checkpoint(directory)
     config_path = directory / "config.json"
-    config = _load_json(config_path) if config_path.is_file() else {}
+    config = read_json_object(config_path) if config_path.is_file() else {}
     arch = (
         architecture_from_config(config, "config.json")
         if config
@@ -444,8 +385,8 @@ def _build_safetensors(
         expert_count=arch.expert_count,
         expert_used_count=arch.expert_used_count,
     )
-    if effective is not None:
-        ledger.effective = effective
+    if req.effective is not None:
+        ledger.effective = req.effective
     all_notes = []
     if not config:
         all_notes.append("no config.json: architecture facts unknown")
@@ -474,7 +415,7 @@ def _build_safetensors(
     card = directory / CARD_FILE
     card_facts = read_card(card) if card.is_file() else None
     license_ = _resolve_license(
-        card_facts.license if card_facts else None, license_id, f"card:{CARD_FILE}"
+        card_facts.license if card_facts else None, req.license_id, f"card:{CARD_FILE}"
     )
 
     names = sorted(
@@ -484,9 +425,9 @@ def _build_safetensors(
     )
     known = known_digests or {}
     to_hash = [directory / n for n in names if n not in known]
-    if on_hashing:
-        on_hashing(sum(p.stat().st_size for p in to_hash))
-    hashed = dict(zip([p.name for p in to_hash], sha256_files(to_hash, progress), strict=True))
+    if req.on_hashing:
+        req.on_hashing(sum(p.stat().st_size for p in to_hash))
+    hashed = dict(zip([p.name for p in to_hash], sha256_files(to_hash, req.progress), strict=True))
     files = [
         FileEntry(
             path=n,
@@ -497,8 +438,8 @@ def _build_safetensors(
         for n in names
     ]
     manifest = Manifest(
-        model_id=model_id,
-        source=source,
+        model_id=req.model_id,
+        source=req.source,
         license=license_,
         format="safetensors",
         files=files,
@@ -509,7 +450,7 @@ def _build_safetensors(
         if card_facts and _is_org_name(card_facts.base_model)
         else None,
         runtime=RuntimeRequirements(runtime="transformers"),
-        golden_prompts=list(golden_prompts),
+        golden_prompts=list(req.golden_prompts),
         notes=all_notes,
     )
     return BuiltArtifact(finalize(manifest), directory)
@@ -519,45 +460,30 @@ def _is_org_name(value: str | None) -> bool:
     return bool(value) and MODEL_ID_RE.match(value or "") is not None
 
 
-def _build_from_hub(
-    spec: str,
-    *,
-    model_id: str | None,
-    source: str | None,
-    license_id: str | None,
-    golden_prompts: Sequence[GoldenPrompt],
-    effective: Count | None,
-    trust_cache: bool,
-    progress: ProgressCallback | None,
-    on_hashing: Any,
-) -> BuiltArtifact:
+def _build_from_hub(spec: str, req: BuildRequest) -> BuiltArtifact:
     """``hf://org/name@REV`` from the local cache; every file checked against its blob name.
 
     With ``trust_cache`` LFS files are not re-hashed: the blob's name is taken as their sha256.
     """
     resolution = resolve_hub_source(spec)
-    if source is not None and parse_source_pin(source) != resolution.pin:
-        raise InvalidInput(f"--source {source} contradicts {spec} (resolved to {resolution.pin})")
+    if req.source is not None and req.source != resolution.pin:
+        raise InvalidInput(
+            f"--source {req.source} contradicts {spec} (resolved to {resolution.pin})"
+        )
     # Integrity first: a file that is not the Hub's file is reported as such (exit 1), not
     # as whatever parse error its content happens to cause. Each file is hashed once.
     snapshot = resolution.snapshot
     lfs = {rel: blob for rel, blob in resolution.blobs.items() if len(blob) == 64}
-    known = dict(lfs) if trust_cache else {}
+    known = dict(lfs) if req.trust_cache else {}
     to_hash = [rel for rel in sorted(lfs) if rel not in known]
-    if on_hashing:
-        on_hashing(sum((snapshot / rel).stat().st_size for rel in to_hash))
-    hashed = sha256_files([snapshot / rel for rel in to_hash], progress)
+    if req.on_hashing:
+        req.on_hashing(sum((snapshot / rel).stat().st_size for rel in to_hash))
+    hashed = sha256_files([snapshot / rel for rel in to_hash], req.progress)
     known |= dict(zip(to_hash, hashed, strict=True))
     check_against_blobs(resolution, known, snapshot)
     built = _build_safetensors(
         snapshot,
-        model_id=model_id or resolution.repo_id,
-        source=resolution.pin,
-        license_id=license_id,
-        golden_prompts=golden_prompts,
-        effective=effective,
-        progress=progress,
-        on_hashing=on_hashing,
+        replace(req, model_id=req.model_id or resolution.repo_id, source=resolution.pin),
         known_digests=known,
     )
     return BuiltArtifact(
@@ -567,33 +493,23 @@ def _build_from_hub(
             "requested": spec,
             "commit": resolution.commit,
             "via": "local Hugging Face cache",
-            "hashed": "LFS blobs trusted by name" if trust_cache else "every file re-hashed",
+            "hashed": "LFS blobs trusted by name" if req.trust_cache else "every file re-hashed",
         },
     )
 
 
-def _build_neuron(
-    directory: Path,
-    *,
-    model_id: str | None,
-    source: str | None,
-    license_id: str | None,
-    golden_prompts: Sequence[GoldenPrompt],
-    effective: Count | None,
-    progress: ProgressCallback | None,
-    on_hashing: Any,
-) -> BuiltArtifact:
+def _build_neuron(directory: Path, req: BuildRequest) -> BuiltArtifact:
     """An Inferentia2 bundle: compile facts, config facts, every file digested — and nothing
     from it executed (.pt files are read as zip archives)."""
     facts, hf_config = read_bundle(directory)
     arch = architecture_from_config(hf_config, "config.json") if hf_config else ArchitectureFacts()
     ledger = ledger_from_config(hf_config) if hf_config else ParameterLedger()
-    if effective is not None:
-        ledger.effective = effective
+    if req.effective is not None:
+        ledger.effective = req.effective
     paths = sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
-    if on_hashing:
-        on_hashing(sum(p.stat().st_size for p in paths))
-    digests = sha256_files(paths, progress)
+    if req.on_hashing:
+        req.on_hashing(sum(p.stat().st_size for p in paths))
+    digests = sha256_files(paths, req.progress)
     files = [
         FileEntry(path=p.name, bytes=p.stat().st_size, sha256=d, role=file_role(p.name))
         for p, d in zip(paths, digests, strict=True)
@@ -601,10 +517,10 @@ def _build_neuron(
     card = directory / CARD_FILE
     card_facts = read_card(card) if card.is_file() else None
     manifest = Manifest(
-        model_id=model_id,
-        source=source,
+        model_id=req.model_id,
+        source=req.source,
         license=_resolve_license(
-            card_facts.license if card_facts else None, license_id, f"card:{CARD_FILE}"
+            card_facts.license if card_facts else None, req.license_id, f"card:{CARD_FILE}"
         ),
         format="neuron",
         files=files,
@@ -615,6 +531,6 @@ def _build_neuron(
         if card_facts and _is_org_name(card_facts.base_model)
         else None,
         runtime=RuntimeRequirements(runtime="neuron"),
-        golden_prompts=list(golden_prompts),
+        golden_prompts=list(req.golden_prompts),
     )
     return BuiltArtifact(finalize(manifest), directory)

@@ -8,9 +8,11 @@ that layout, or configs missing a needed field, leave the counts unknown rather 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from modelreg.errors import InvalidInput
+from modelreg.errors import InvalidArtifact, InvalidInput
 from modelreg.schemas.manifest import ArchitectureFacts, Count, ParameterLedger
 
 # model_type -> (norms per layer, has q/k norms, has qkv bias)
@@ -35,7 +37,24 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
     return nested if isinstance(nested, dict) else config
 
 
-def _int(cfg: dict[str, Any], *names: str) -> int | None:
+MAX_JSON_BYTES = 16 << 20
+
+
+def read_json_object(path: Path, max_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
+    """A JSON object from a config-like file; anything else is an ``InvalidArtifact``."""
+    if path.stat().st_size > max_bytes:
+        raise InvalidArtifact(path, f"larger than {max_bytes} bytes")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidArtifact(path, f"not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidArtifact(path, "expected a JSON object")
+    return data
+
+
+def first_int(cfg: dict[str, Any], *names: str) -> int | None:
+    """The first of ``names`` whose value is an int (not a bool)."""
     for name in names:
         value = cfg.get(name)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -45,11 +64,11 @@ def _int(cfg: dict[str, Any], *names: str) -> int | None:
 
 def architecture_from_config(config: dict[str, Any], source: str) -> ArchitectureFacts:
     cfg = text_config(config)
-    heads = _int(cfg, "num_attention_heads")
-    hidden = _int(cfg, "hidden_size")
-    head_dim = _int(cfg, "head_dim") or (hidden // heads if hidden and heads else None)
-    experts = _int(cfg, "num_experts", "num_local_experts", "n_routed_experts")
-    used = _int(cfg, "num_experts_per_tok", "moe_top_k")
+    heads = first_int(cfg, "num_attention_heads")
+    hidden = first_int(cfg, "hidden_size")
+    head_dim = first_int(cfg, "head_dim") or (hidden // heads if hidden and heads else None)
+    experts = first_int(cfg, "num_experts", "num_local_experts", "n_routed_experts")
+    used = first_int(cfg, "num_experts_per_tok", "moe_top_k")
     if experts is not None and used is not None and used > experts:
         raise InvalidInput(
             f"{source}: contradictory expert counts: num_experts_per_tok {used} exceeds "
@@ -60,18 +79,18 @@ def architecture_from_config(config: dict[str, Any], source: str) -> Architectur
     arch = cfg.get("architectures") or config.get("architectures") or []
     return ArchitectureFacts(
         architecture=cfg.get("model_type") or (arch[0] if arch else None),
-        context_length=_int(cfg, "max_position_embeddings"),
-        block_count=_int(cfg, "num_hidden_layers"),
+        context_length=first_int(cfg, "max_position_embeddings"),
+        block_count=first_int(cfg, "num_hidden_layers"),
         embedding_length=hidden,
-        feed_forward_length=_int(cfg, "intermediate_size"),
+        feed_forward_length=first_int(cfg, "intermediate_size"),
         head_count=heads,
-        head_count_kv=_int(cfg, "num_key_value_heads") or heads,
+        head_count_kv=first_int(cfg, "num_key_value_heads") or heads,
         key_length=head_dim,
         value_length=head_dim,
         sliding_window=window if isinstance(window, int) else None,
         expert_count=experts,
         expert_used_count=used,
-        vocab_size=_int(cfg, "vocab_size"),
+        vocab_size=first_int(cfg, "vocab_size"),
         tied_embeddings=tie if isinstance(tie, bool) else None,
         source=source,
     )
@@ -81,29 +100,29 @@ def ledger_from_config(config: dict[str, Any]) -> ParameterLedger:
     """Total, non-embedding and active parameters implied by the config (else unknown)."""
     cfg = text_config(config)
     family = _FAMILIES.get(str(cfg.get("model_type")))
-    H, L = _int(cfg, "hidden_size"), _int(cfg, "num_hidden_layers")
-    heads, vocab = _int(cfg, "num_attention_heads"), _int(cfg, "vocab_size")
+    H, L = first_int(cfg, "hidden_size"), first_int(cfg, "num_hidden_layers")
+    heads, vocab = first_int(cfg, "num_attention_heads"), first_int(cfg, "vocab_size")
     tie = cfg.get("tie_word_embeddings")
     if family is None or None in (H, L, heads, vocab) or not isinstance(tie, bool):
         return ParameterLedger()
     assert H is not None and L is not None and heads is not None and vocab is not None
     norms, qk_norm, qkv_bias = family
-    kv_heads = _int(cfg, "num_key_value_heads") or heads
-    d = _int(cfg, "head_dim") or H // heads
+    kv_heads = first_int(cfg, "num_key_value_heads") or heads
+    d = first_int(cfg, "head_dim") or H // heads
     q, kv = heads * d, kv_heads * d
     attention = H * q + 2 * H * kv + q * H
     attention += q + 2 * kv if qkv_bias or cfg.get("attention_bias") else 0
     attention += 2 * d if qk_norm else 0
 
-    experts = _int(cfg, "num_experts", "num_local_experts", "n_routed_experts") or 0
-    used = _int(cfg, "num_experts_per_tok") or 0
-    dense_ff = _int(cfg, "intermediate_size")
-    expert_ff = _int(cfg, "moe_intermediate_size") or dense_ff
-    shared_ff = _int(cfg, "shared_expert_intermediate_size") or 0
+    experts = first_int(cfg, "num_experts", "num_local_experts", "n_routed_experts") or 0
+    used = first_int(cfg, "num_experts_per_tok") or 0
+    dense_ff = first_int(cfg, "intermediate_size")
+    expert_ff = first_int(cfg, "moe_intermediate_size") or dense_ff
+    shared_ff = first_int(cfg, "shared_expert_intermediate_size") or 0
     if dense_ff is None or (experts and (expert_ff is None or not used)):
         return ParameterLedger()
     assert expert_ff is not None
-    sparse_step = _int(cfg, "decoder_sparse_step") or 1
+    sparse_step = first_int(cfg, "decoder_sparse_step") or 1
     dense_layers = set(cfg.get("mlp_only_layers") or [])
 
     total = active = 0

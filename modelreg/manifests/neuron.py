@@ -9,7 +9,6 @@ slim deploy, from its ``modelreg-deploy.json`` deploy manifest.
 
 from __future__ import annotations
 
-import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +17,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from modelreg.errors import InvalidArtifact, InvalidInput
+from modelreg.manifests.hf_config import first_int, read_json_object
 from modelreg.schemas.manifest import HostEmbedding, NeuronFacts, NeuronModule
 
 NEURON_CONFIG = "neuron_config.json"
 DEPLOY_MANIFEST = "modelreg-deploy.json"
 MAX_NEURON_CORES = 24  # inf2.48xlarge, the largest instance
-MAX_JSON_BYTES = 16 << 20
 
 
 def is_neuron_bundle(directory: Path) -> bool:
@@ -55,26 +54,6 @@ def inspect_pt(path: Path) -> PtArchive:
     return PtArchive(len(infos), neffs, pickles)
 
 
-def _json(path: Path) -> dict[str, Any]:
-    if path.stat().st_size > MAX_JSON_BYTES:
-        raise InvalidArtifact(path, f"larger than {MAX_JSON_BYTES} bytes")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidArtifact(path, f"not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise InvalidArtifact(path, "expected a JSON object")
-    return data
-
-
-def _int(cfg: dict[str, Any], *names: str) -> int | None:
-    for name in names:
-        value = cfg.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
-
-
 def _buckets(cfg: dict[str, Any]) -> list[int]:
     for key in ("context_encoding_buckets", "buckets", "context_buckets"):
         value = cfg.get(key)
@@ -88,11 +67,11 @@ def read_bundle(directory: Path) -> tuple[NeuronFacts, dict[str, Any]]:
     deploy = directory / DEPLOY_MANIFEST
     neuron_config = directory / NEURON_CONFIG
     config_path = directory / "config.json"
-    hf_config = _json(config_path) if config_path.is_file() else {}
+    hf_config = read_json_object(config_path) if config_path.is_file() else {}
     if deploy.is_file():
         facts = _slim_facts(deploy)
     else:
-        raw = _json(neuron_config)
+        raw = read_json_object(neuron_config)
         nested = raw.get("neuron_config")
         if isinstance(nested, dict):
             facts = _nxdi_facts(neuron_config, nested)
@@ -125,9 +104,9 @@ def _require_tp(path: Path, tp: int | None) -> int:
 def _nxdi_facts(path: Path, nc: dict[str, Any]) -> NeuronFacts:
     return NeuronFacts(
         layout="nxdi",
-        tp_degree=_require_tp(path, _int(nc, "tp_degree")),
-        batch_size=_int(nc, "batch_size", "max_batch_size"),
-        seq_len=_int(nc, "seq_len", "max_length"),
+        tp_degree=_require_tp(path, first_int(nc, "tp_degree")),
+        batch_size=first_int(nc, "batch_size", "max_batch_size"),
+        seq_len=first_int(nc, "seq_len", "max_length"),
         context_buckets=_buckets(nc),
         torch_dtype=nc.get("torch_dtype") if isinstance(nc.get("torch_dtype"), str) else None,
         quantized=nc.get("quantized") if isinstance(nc.get("quantized"), bool) else None,
@@ -139,9 +118,11 @@ def _nxdi_facts(path: Path, nc: dict[str, Any]) -> NeuronFacts:
 def _optimum_facts(path: Path, raw: dict[str, Any]) -> NeuronFacts:
     return NeuronFacts(
         layout="optimum-neuron",
-        tp_degree=_require_tp(path, _int(raw, "tp_degree", "tensor_parallel_size", "num_cores")),
-        batch_size=_int(raw, "batch_size"),
-        seq_len=_int(raw, "sequence_length", "seq_len"),
+        tp_degree=_require_tp(
+            path, first_int(raw, "tp_degree", "tensor_parallel_size", "num_cores")
+        ),
+        batch_size=first_int(raw, "batch_size"),
+        seq_len=first_int(raw, "sequence_length", "seq_len"),
         torch_dtype=raw.get("auto_cast_type") or raw.get("torch_dtype"),
         compiler_version=raw.get("neuronxcc_version") or raw.get("compiler_version"),
         optimum_neuron_version=raw.get("optimum_neuron_version"),
@@ -149,7 +130,7 @@ def _optimum_facts(path: Path, raw: dict[str, Any]) -> NeuronFacts:
 
 
 def _slim_facts(path: Path) -> NeuronFacts:
-    raw = _json(path)
+    raw = read_json_object(path)
     try:
         embedding = HostEmbedding.model_validate(raw["host_embedding"])
         modules = [NeuronModule.model_validate(m) for m in raw.get("modules", [])]
@@ -163,9 +144,9 @@ def _slim_facts(path: Path) -> NeuronFacts:
         raise InvalidArtifact(path, f"host embedding file {embedding.file!r} is missing")
     return NeuronFacts(
         layout="slim-host-embedding",
-        tp_degree=_require_tp(path, _int(raw, "tp_degree")),
-        batch_size=_int(raw, "batch_size"),
-        seq_len=_int(raw, "seq_len"),
+        tp_degree=_require_tp(path, first_int(raw, "tp_degree")),
+        batch_size=first_int(raw, "batch_size"),
+        seq_len=first_int(raw, "seq_len"),
         context_buckets=_buckets(raw),
         torch_dtype=raw.get("torch_dtype"),
         quantized=raw.get("quantized"),
