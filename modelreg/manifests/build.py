@@ -412,16 +412,11 @@ def _build_safetensors(
         nominal_file_type=nominal,
         base_bits_per_weight=width * 8 if width else None,
     )
-    card = directory / CARD_FILE
-    card_facts = read_card(card) if card.is_file() else None
-    license_ = _resolve_license(
-        card_facts.license if card_facts else None, req.license_id, f"card:{CARD_FILE}"
-    )
-
+    license_, base_model = _card_identity(directory, req.license_id)
     names = sorted(
         {p.name for p in checkpoint.files}
         | {p.name for p in directory.iterdir() if p.is_file() and file_role(p.name) != "other"}
-        | ({CARD_FILE} if card.is_file() else set())
+        | ({CARD_FILE} if (directory / CARD_FILE).is_file() else set())
     )
     known = known_digests or {}
     to_hash = [directory / n for n in names if n not in known]
@@ -446,9 +441,7 @@ def _build_safetensors(
         parameters=ledger,
         quantization=quant,
         architecture=arch,
-        base_model=card_facts.base_model
-        if card_facts and _is_org_name(card_facts.base_model)
-        else None,
+        base_model=base_model,
         runtime=RuntimeRequirements(runtime="transformers"),
         golden_prompts=list(req.golden_prompts),
         notes=all_notes,
@@ -456,8 +449,13 @@ def _build_safetensors(
     return BuiltArtifact(finalize(manifest), directory)
 
 
-def _is_org_name(value: str | None) -> bool:
-    return bool(value) and MODEL_ID_RE.match(value or "") is not None
+def _card_identity(directory: Path, license_id: str | None) -> tuple[License, str | None]:
+    """License and base model from the directory's model card (README.md), if it has one."""
+    card = directory / CARD_FILE
+    facts = read_card(card) if card.is_file() else None
+    license_ = _resolve_license(facts.license if facts else None, license_id, f"card:{CARD_FILE}")
+    base = facts.base_model if facts else None
+    return license_, base if base and MODEL_ID_RE.match(base) else None
 
 
 def _build_from_hub(spec: str, req: BuildRequest) -> BuiltArtifact:
@@ -514,22 +512,17 @@ def _build_neuron(directory: Path, req: BuildRequest) -> BuiltArtifact:
         FileEntry(path=p.name, bytes=p.stat().st_size, sha256=d, role=file_role(p.name))
         for p, d in zip(paths, digests, strict=True)
     ]
-    card = directory / CARD_FILE
-    card_facts = read_card(card) if card.is_file() else None
+    license_, base_model = _card_identity(directory, req.license_id)
     manifest = Manifest(
         model_id=req.model_id,
         source=req.source,
-        license=_resolve_license(
-            card_facts.license if card_facts else None, req.license_id, f"card:{CARD_FILE}"
-        ),
+        license=license_,
         format="neuron",
         files=files,
         parameters=ledger,
         architecture=arch,
         neuron=facts,
-        base_model=card_facts.base_model
-        if card_facts and _is_org_name(card_facts.base_model)
-        else None,
+        base_model=base_model,
         runtime=RuntimeRequirements(runtime="neuron"),
         golden_prompts=list(req.golden_prompts),
     )
