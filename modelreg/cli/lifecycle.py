@@ -90,22 +90,31 @@ def verify(
     context: Annotated[
         int | None, typer.Option("--context", min=1, help="Context tokens for the memory check.")
     ] = None,
+    memory_limit_gib: Annotated[
+        float | None,
+        typer.Option(
+            "--memory-limit-gib",
+            min=0.01,
+            help="Address-space limit for runtime children; going over fails the check as crashed.",
+        ),
+    ] = None,
     json_out: JsonOption = False,
 ) -> int:
     """Re-run the record's required checks on TARGET; exit 0 only if all passed."""
     if stale:
         if record_ref is not None:
             raise InvalidInput("give either RECORD or --stale, not both")
-        return _verify_stale(ctx, target, timeout, context, json_out)
+        return _verify_stale(ctx, target, timeout, context, json_out)  # default limits
     if record_ref is None:
         raise InvalidInput("give a RECORD to verify (or --stale --target T)")
     from modelreg.validators.child import RuntimeChild
     from modelreg.validators.llama_child import CHILD_ARGV
 
     # Started before the heavy imports below: llama_cpp loads while we open the registry.
-    warm = RuntimeChild(CHILD_ARGV)
+    limit = int(memory_limit_gib * 2**30) if memory_limit_gib else None
+    warm = RuntimeChild(CHILD_ARGV, memory_limit_bytes=limit)
     try:
-        return _verify(ctx, warm, record_ref, target, path, timeout, context, json_out)
+        return _verify(ctx, warm, record_ref, target, path, timeout, context, json_out, limit)
     finally:
         warm.discard()
 
@@ -154,6 +163,7 @@ def _verify(
     timeout: float,
     context: int | None,
     json_out: bool,
+    memory_limit_bytes: int | None,
 ) -> int:
     assert record_ref is not None
     from modelreg.targets import get_target
@@ -168,7 +178,9 @@ def _verify(
         get_target(target),
         config.actor(),
         path=path,
-        options=VerifyOptions(timeout_seconds=timeout, context=context),
+        options=VerifyOptions(
+            timeout_seconds=timeout, context=context, memory_limit_bytes=memory_limit_bytes
+        ),
         warm_llama_child=warm,
     )
     if json_out:

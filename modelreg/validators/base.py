@@ -26,6 +26,9 @@ class VerifyOptions:
     # argv that starts the llama.cpp child; tests swap in a child that really crashes.
     llama_child_argv: tuple[str, ...] = CHILD_ARGV
     transformers_child_argv: tuple[str, ...] | None = None  # None: the real one
+    # Address-space limit for runtime children (None: none); going over is recorded as a
+    # crash of the check, never a crash of verify.
+    memory_limit_bytes: int | None = None
 
 
 @dataclass

@@ -68,7 +68,10 @@ def llama_report(ctx: CheckContext) -> LlamaReport:
         child = warm.exchange(request, ctx.options.timeout_seconds)
     else:
         child = run_child(
-            ctx.options.llama_child_argv, request, timeout=ctx.options.timeout_seconds
+            ctx.options.llama_child_argv,
+            request,
+            timeout=ctx.options.timeout_seconds,
+            memory_limit_bytes=ctx.options.memory_limit_bytes,
         )
     report = LlamaReport(child, reason is None, reason, prompts)
     ctx.shared["llama"] = report

@@ -52,7 +52,12 @@ class TransformersCpuSmoke:
             "dtype": None,  # the checkpoint's own dtype
         }
         argv = ctx.options.transformers_child_argv or CHILD_ARGV
-        child = run_child(argv, request, timeout=ctx.options.timeout_seconds)
+        child = run_child(
+            argv,
+            request,
+            timeout=ctx.options.timeout_seconds,
+            memory_limit_bytes=ctx.options.memory_limit_bytes,
+        )
         response = child.response or {}
         evidence |= {
             "transformers_version": response.get("transformers_version"),

@@ -101,3 +101,14 @@ def test_targets_lists_builtins_and_user_targets(cli, tmp_path: Path, monkeypatc
     spec.write_text("targets:\n  edge-box:\n    memory_gib: -1\n")
     code, _, err = cli("targets")
     assert code == 2 and "t.yaml" in err
+
+
+def test_runtime_over_its_memory_limit_is_recorded_as_crashed(cli, smollm2: Path) -> None:
+    record = _add(cli, smollm2)
+    code, out, err = cli("verify", record, "--memory-limit-gib", "0.1", "--json")
+    report = json.loads(out)
+    smoke = next(c for c in report["checks"] if c["check"] == "gguf-cpu-smoke")
+    assert code == 1 and smoke["classification"] == "crashed"
+    assert "Traceback" not in err
+    code, out, _ = cli("verify", record, "--memory-limit-gib", "2", "--json")
+    assert code == 0, out
