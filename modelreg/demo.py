@@ -31,13 +31,19 @@ def modelreg(*args: str, expect: int = 0) -> str:
     command = ["modelreg", *args]
     print(f"\n$ {shlex.join(command)}", flush=True)
     exe = Path(sys.executable).with_name("modelreg")
-    done = subprocess.run([str(exe), *args], stdout=subprocess.PIPE, text=True, check=False)
+    done = subprocess.run(
+        [str(exe), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
     sys.stdout.write(done.stdout)
     sys.stdout.flush()
     if done.returncode != expect:
         raise SystemExit(f"demo: expected exit {expect}, got {done.returncode}")
     print(f"(exit {done.returncode})", flush=True)
-    return done.stdout.strip()
+    return done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
 
 
 def main() -> None:

@@ -338,7 +338,8 @@ def _manifest_text(m: Any) -> str:
     ]
     q = m.quantization
     if q:
-        hist = ", ".join(f"{k} {v.tensors}" for k, v in q.tensor_types.items())
+        by_count = sorted(q.tensor_types.items(), key=lambda kv: (-kv[1].tensors, kv[0]))
+        hist = ", ".join(f"{k} {v.tensors}" for k, v in by_count)
         bpw = f"{q.bits_per_weight:.2f}" if q.bits_per_weight is not None else "unknown"
         lines.append(
             f"quant      {q.nominal_file_type or 'unknown'} nominal, {bpw} real bits/weight"
