@@ -13,7 +13,7 @@ from modelreg.errors import TargetNotFound
 from modelreg.fingerprint import Fingerprint, runtime_fingerprint
 from modelreg.manifests.diff import diff_manifests
 from modelreg.registry.store import Deployability, Promotion, Record, Registry, RollbackPlan
-from modelreg.targets import Target, all_targets, get_target
+from modelreg.targets import Target, get_target
 
 
 def fingerprint_for(target: Target) -> Callable[[Record], Fingerprint]:
@@ -77,7 +77,3 @@ def stale_records(registry: Registry, target_name: str) -> list[Record]:
         for record, verdict in records_on(registry, target_name)
         if any(reason.startswith("stale:") for reason in verdict.reasons)
     ]
-
-
-def known_targets() -> list[str]:
-    return sorted(all_targets())

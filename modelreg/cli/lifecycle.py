@@ -104,7 +104,8 @@ def verify(
     if stale:
         if record_ref is not None:
             raise InvalidInput("give either RECORD or --stale, not both")
-        return _verify_stale(ctx, target, timeout, context, json_out)  # default limits
+        limit = int(memory_limit_gib * 2**30) if memory_limit_gib else None
+        return _verify_stale(ctx, target, timeout, context, json_out, limit)
     if record_ref is None:
         raise InvalidInput("give a RECORD to verify (or --stale --target T)")
     from modelreg.validators.child import RuntimeChild
@@ -120,7 +121,12 @@ def verify(
 
 
 def _verify_stale(
-    ctx: typer.Context, target: str, timeout: float, context: int | None, json_out: bool
+    ctx: typer.Context,
+    target: str,
+    timeout: float,
+    context: int | None,
+    json_out: bool,
+    memory_limit_bytes: int | None,
 ) -> int:
     from modelreg import deploy
     from modelreg.targets import get_target
@@ -135,7 +141,9 @@ def _verify_stale(
             record,
             the_target,
             config.actor(),
-            options=VerifyOptions(timeout_seconds=timeout, context=context),
+            options=VerifyOptions(
+                timeout_seconds=timeout, context=context, memory_limit_bytes=memory_limit_bytes
+            ),
         )
         for record in deploy.stale_records(registry, target)
     ]
