@@ -53,7 +53,11 @@ schema: $(STAMP)
 	$(BIN)/python -m modelreg.schemas.export schemas/
 
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.run
+	@if [ -z "$${MODELREG_TEST_POSTGRES_URL:-}" ] && ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1; then \
+		MODELREG_TEST_POSTGRES_URL=$$(bash scripts/start-postgres) $(BIN)/python -m benchmarks.run; \
+	else \
+		$(BIN)/python -m benchmarks.run; \
+	fi
 
 clean:
 	rm -rf $(VENV) .demo .cache .pytest_cache .mypy_cache .ruff_cache
