@@ -727,7 +727,7 @@ def _judge(
         return Deployability(record.id, target, False, reasons)
     failed = False
     for verdict in run:
-        if verdict.required and verdict.outcome != Outcome.PASS.value:
+        if verdict.required and verdict.outcome not in (Outcome.PASS, Outcome.SKIPPED):
             failed = True
             reason = f"{verdict.check}: {verdict.outcome}"
             if verdict.classification:

@@ -14,7 +14,9 @@ class Outcome(StrEnum):
     FAIL = "fail"
     # The check could not run here (no runtime, no hardware, wrong host). Never a pass.
     UNAVAILABLE = "unavailable"
-    # The check does not apply to this record on this target.
+    # The check does not apply to this record on this target (e.g. embed-scale for a bundle
+    # that embeds inside the model). It does not block deployment; "could not run" is
+    # UNAVAILABLE, which does.
     SKIPPED = "skipped"
 
 

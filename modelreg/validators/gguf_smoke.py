@@ -36,16 +36,15 @@ class GGUFCpuSmoke:
             return finish(
                 self.name,
                 started,
-                Outcome.SKIPPED,
+                Outcome.UNAVAILABLE,
                 f"not run: the llama.cpp build needs {missing}",
                 evidence,
             )
         if report.child.status == "ok" and not report.loaded_requested:
-            outcome = Outcome.UNAVAILABLE if not ctx.target.is_local else Outcome.SKIPPED
             return finish(
                 self.name,
                 started,
-                outcome,
+                Outcome.UNAVAILABLE,
                 f"not run: {report.not_loaded_because or 'not requested'}",
                 evidence,
             )

@@ -41,7 +41,11 @@ class TransformersCpuSmoke:
         fit = memory_fit(ctx.record.manifest, ctx.target.memory_bytes, context=SMOKE_CONTEXT)
         if fit.fits is False:
             return finish(
-                self.name, started, Outcome.SKIPPED, "not run: " + "; ".join(fit.reasons), evidence
+                self.name,
+                started,
+                Outcome.UNAVAILABLE,
+                "not run: " + "; ".join(fit.reasons),
+                evidence,
             )
         weights = [f.path for f in ctx.record.manifest.files if f.role == "weights"]
         request = {

@@ -98,3 +98,29 @@ def test_host_path_with_scale_one_is_the_documented_bug_caught(unscaled_bundle: 
     result = judge_run("neuron-smoke", datetime.now(UTC), child, {}, "host path (CPU)")
     assert result.outcome is Outcome.FAIL
     assert result.classification in ("degenerate", "wrong_answer"), result.summary
+
+
+def test_a_check_that_does_not_apply_does_not_block(tmp_path: Path) -> None:
+    # An NxDI bundle looks embeddings up inside the model: embed-scale does not apply to it,
+    # so only the Neuron smoke run (unavailable here) may stand between it and deployment.
+    bundle = tmp_path / "nxdi"
+    bundle.mkdir()
+    (bundle / "neuron_config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "num_hidden_layers": 2,
+                "vocab_size": 100,
+                "intermediate_size": 128,
+                "tie_word_embeddings": True,
+                "neuron_config": {"tp_degree": 2},
+            }
+        )
+    )
+    report = _verify(bundle, tmp_path)
+    checks = {r.check: r for r in report.results}
+    assert checks["embed-scale"].outcome is Outcome.SKIPPED
+    assert not any(r.startswith("embed-scale") for r in report.deployability.reasons)
+    assert "neuron-smoke: unavailable" in report.deployability.reasons
