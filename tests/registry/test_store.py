@@ -20,6 +20,7 @@ from modelreg.registry.db import (
     migrate,
 )
 from modelreg.registry.store import Registry, open_registry
+from modelreg.schemas.manifest import Manifest
 
 
 @pytest.fixture
@@ -62,14 +63,22 @@ def test_record_lookup_errors_say_what_to_do(registry: Registry, smollm2: Path) 
         registry.get("r_000000000000")
     with pytest.raises(InvalidInput, match="too short"):
         registry.get("r_")
-    for model_id in ("a/one", "a/two", "a/three", "a/four", "a/five", "a/six", "a/seven"):
-        built = build_manifest([smollm2], model_id=model_id)
-        registry.add(built.manifest, built.root, "t")
-    ids = [r.id for r in registry.records()]
-    shared = next((a[:6] for a in ids for b in ids if a != b and a[:6] == b[:6]), None)
-    if shared:  # prefixes collide only by chance; when they do, the error must say so
-        with pytest.raises(AmbiguousRecord):
-            registry.get(shared)
+    # Find two manifests whose record ids share a 4-hex prefix (birthday odds: a few hundred
+    # tries), add both, and the prefix must be refused as ambiguous — never a silent pick.
+    built = build_manifest([smollm2], model_id="a/one")
+    seen: dict[str, Manifest] = {}
+    for i in range(100_000):
+        candidate = built.manifest.model_copy(update={"source": f"pypi://pkg=={i}"})
+        prefix = candidate.record_id[:6]
+        if prefix in seen:
+            first, second = seen[prefix], candidate
+            break
+        seen[prefix] = candidate
+    for manifest in (first, second):
+        registry.add(manifest, built.root, "t")
+    with pytest.raises(AmbiguousRecord, match="matches several records"):
+        registry.get(prefix)
+    assert registry.get(first.record_id).id == first.record_id
 
 
 def test_add_without_model_id_is_refused(registry: Registry, smollm2: Path) -> None:
