@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from modelreg.errors import TargetNotFound
 from modelreg.fingerprint import Fingerprint, runtime_fingerprint
+from modelreg.manifests.card import VerifiedOn
 from modelreg.manifests.diff import diff_manifests
 from modelreg.registry.store import Deployability, Promotion, Record, Registry, RollbackPlan
 from modelreg.targets import Target, get_target
@@ -76,4 +77,12 @@ def stale_records(registry: Registry, target_name: str) -> list[Record]:
         record
         for record, verdict in records_on(registry, target_name)
         if any(reason.startswith("stale:") for reason in verdict.reasons)
+    ]
+
+
+def verified_on(registry: Registry, record: Record) -> list[VerifiedOn]:
+    """Where the record's latest run passed, when, on which host, under which runtime."""
+    return [
+        VerifiedOn(target, max(v.result.finished_at for v in run), run[0].host, run[0].fingerprint)
+        for target, run in registry.passing_runs(record).items()
     ]

@@ -28,17 +28,16 @@ def validate(
 ) -> int:
     """Check a card's license, base model, relation, parameter and context claims; exit 1 on
     error-level findings. With --record, missing required facts put the record on hold."""
-    from modelreg.validators.card import validate_card
+    from modelreg.validators.card import validate_card, validate_card_for_record
 
-    registry = _registry(ctx) if record_ref else None
-    record = registry.get(record_ref) if registry and record_ref else None
-    report = validate_card(path, record.manifest if record else None)
+    record = None
     held = None
-    if registry is not None and record is not None and report.hold_reason:
-        state, _ = registry.state(record.id)
-        if state == "active":
-            registry.set_state(record, "held", report.hold_reason, config.actor())
-            held = report.hold_reason
+    if record_ref:
+        registry = _registry(ctx)
+        record = registry.get(record_ref)
+        report, held = validate_card_for_record(registry, path, record, config.actor())
+    else:
+        report = validate_card(path)
     if json_out:
         emit_json(
             {
@@ -84,20 +83,12 @@ def render(
 ) -> int:
     """Write the card section a publisher needs: identity and pin, license, parameter ledger
     with provenance, quantization and real bits per weight, digests, where it was verified."""
-    from modelreg.manifests.card import VerifiedOn, render_card
+    from modelreg import deploy
+    from modelreg.manifests.card import render_card
 
     registry = _registry(ctx)
     record = registry.get(record_ref)
-    verified = []
-    for target in sorted({v.target for v in registry.verifications(record.id)}):
-        run = registry.latest_run(record.id, target)
-        if run and all(v.result.outcome.value == "pass" for v in run if v.result.required):
-            verified.append(
-                VerifiedOn(
-                    target, max(v.result.finished_at for v in run), run[0].host, run[0].fingerprint
-                )
-            )
-    text = render_card(record.manifest, record.id, verified)
+    text = render_card(record.manifest, record.id, deploy.verified_on(registry, record))
     if output:
         output.write_text(text, encoding="utf-8")
         say(f"wrote {output}")

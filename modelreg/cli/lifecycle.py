@@ -128,25 +128,14 @@ def _verify_stale(
     json_out: bool,
     memory_limit_bytes: int | None,
 ) -> int:
-    from modelreg import deploy
     from modelreg.targets import get_target
     from modelreg.validators.base import VerifyOptions
-    from modelreg.validators.verify import verify_record
+    from modelreg.validators.verify import verify_stale
 
-    registry = _registry(ctx)
-    the_target = get_target(target)
-    reports = [
-        verify_record(
-            registry,
-            record,
-            the_target,
-            config.actor(),
-            options=VerifyOptions(
-                timeout_seconds=timeout, context=context, memory_limit_bytes=memory_limit_bytes
-            ),
-        )
-        for record in deploy.stale_records(registry, target)
-    ]
+    options = VerifyOptions(
+        timeout_seconds=timeout, context=context, memory_limit_bytes=memory_limit_bytes
+    )
+    reports = verify_stale(_registry(ctx), get_target(target), config.actor(), options)
     if json_out:
         emit_json([_verification_json(r) for r in reports])
     else:

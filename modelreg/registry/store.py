@@ -412,6 +412,17 @@ class Registry:
             rows = session.exec(query.order_by(col(VerificationRow.id))).all()
             return [Verification.from_row(r) for r in rows]
 
+    def passing_runs(self, record: Record) -> dict[str, list[Verification]]:
+        """target -> the latest run there, for the targets where it passed every required
+        check (whatever has happened to the record or the runtime since)."""
+        targets = sorted({v.target for v in self.verifications(record.id)})
+        runs = {t: self.latest_run(record.id, t) for t in targets}
+        return {
+            t: run
+            for t, run in runs.items()
+            if run and not any(_blocks(v.result.required, v.result.outcome) for v in run)
+        }
+
     def latest_run(self, record_id: str, target: str) -> list[Verification]:
         with self._session() as session:
             last = session.exec(
@@ -709,6 +720,11 @@ def open_registry(url: str | None = None) -> Registry:
     return Registry(engine)
 
 
+def _blocks(required: bool, outcome: str) -> bool:
+    """A required check blocks deployment unless it passed or does not apply (skipped)."""
+    return required and outcome not in (Outcome.PASS, Outcome.SKIPPED)
+
+
 def _judge(
     record: Record,
     target: str,
@@ -727,7 +743,7 @@ def _judge(
         return Deployability(record.id, target, False, reasons)
     failed = False
     for verdict in run:
-        if verdict.required and verdict.outcome not in (Outcome.PASS, Outcome.SKIPPED):
+        if _blocks(verdict.required, verdict.outcome):
             failed = True
             reason = f"{verdict.check}: {verdict.outcome}"
             if verdict.classification:

@@ -17,8 +17,9 @@ from typing import Any, Literal
 from modelreg.manifests.card import is_quantized
 from modelreg.manifests.hf import read_card_front_matter
 from modelreg.manifests.size_label import check_size_label, parse_size_label
+from modelreg.registry.store import Record, Registry
 from modelreg.schemas.licenses import KNOWN_LICENSES
-from modelreg.schemas.manifest import MODEL_ID_RE, Count, Manifest, ParameterLedger
+from modelreg.schemas.manifest import MODEL_ID_RE, Count, Manifest
 
 Severity = Literal["error", "warning", "info"]
 _HEADING_RE = re.compile(r"^#\s+(.+)$", re.MULTILINE)
@@ -195,7 +196,7 @@ def _check_claims(
         check = check_size_label(
             label,
             f"card:{source}",
-            ParameterLedger.model_validate(with_effective.model_dump()),
+            with_effective,
             expert_count=manifest.architecture.expert_count,
         )
         for finding in check.findings:
@@ -214,3 +215,15 @@ def _check_claims(
             expected=actual,
             found=claimed_context,
         )
+
+
+def validate_card_for_record(
+    registry: Registry, path: Path, record: Record, actor: str
+) -> tuple[CardReport, str | None]:
+    """Validate ``path`` against ``record``; when the card leaves required facts unstated, an
+    active record goes on hold (an event says why). Returns the report and the hold applied."""
+    report = validate_card(path, record.manifest)
+    if report.hold_reason is None or registry.state(record.id)[0] != "active":
+        return report, None
+    registry.set_state(record, "held", report.hold_reason, actor)
+    return report, report.hold_reason

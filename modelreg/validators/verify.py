@@ -68,3 +68,15 @@ def verify_record(
     )
     verdict = registry.deployability(record, target.name, fingerprint)
     return VerifyReport(record, target, run_id, results, verdict)
+
+
+def verify_stale(
+    registry: Registry, target: Target, actor: str, options: VerifyOptions | None = None
+) -> list[VerifyReport]:
+    """Re-verify every record whose passing evidence on ``target`` came from another runtime."""
+    from modelreg import deploy
+
+    return [
+        verify_record(registry, record, target, actor, options=options)
+        for record in deploy.stale_records(registry, target.name)
+    ]
