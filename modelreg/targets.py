@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from modelreg import config, host
 from modelreg.errors import InvalidInput, TargetNotFound
-from modelreg.schemas.manifest import GoldenPrompt
+from modelreg.schemas.manifest import GoldenPrompt, first_error
 
 GiB = 1 << 30
 NEURON_CORE_HBM_BYTES = 16 * GiB
@@ -132,9 +132,7 @@ def _user_targets(path: Path) -> dict[str, Target]:
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise InvalidInput(f"{path}: {loc}: {first['msg']}") from None
+        raise InvalidInput(f"{path}: {first_error(exc)}") from None
     me = host.hostname()
     targets = {}
     for name, spec in parsed.targets.items():

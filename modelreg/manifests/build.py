@@ -418,20 +418,7 @@ def _build_safetensors(
         | {p.name for p in directory.iterdir() if p.is_file() and file_role(p.name) != "other"}
         | ({CARD_FILE} if (directory / CARD_FILE).is_file() else set())
     )
-    known = known_digests or {}
-    to_hash = [directory / n for n in names if n not in known]
-    if req.on_hashing:
-        req.on_hashing(sum(p.stat().st_size for p in to_hash))
-    hashed = dict(zip([p.name for p in to_hash], sha256_files(to_hash, req.progress), strict=True))
-    files = [
-        FileEntry(
-            path=n,
-            bytes=(directory / n).stat().st_size,
-            sha256=known.get(n) or hashed[n],
-            role=file_role(n),
-        )
-        for n in names
-    ]
+    files = _file_entries(directory, names, req, known_digests or {})
     manifest = Manifest(
         model_id=req.model_id,
         source=req.source,
@@ -447,6 +434,25 @@ def _build_safetensors(
         notes=all_notes,
     )
     return BuiltArtifact(finalize(manifest), directory)
+
+
+def _file_entries(
+    directory: Path, names: Sequence[str], req: BuildRequest, known: dict[str, str]
+) -> list[FileEntry]:
+    """Digest every named file (concurrently) unless its sha256 is already ``known``."""
+    to_hash = [directory / n for n in names if n not in known]
+    if req.on_hashing:
+        req.on_hashing(sum(p.stat().st_size for p in to_hash))
+    hashed = dict(zip([p.name for p in to_hash], sha256_files(to_hash, req.progress), strict=True))
+    return [
+        FileEntry(
+            path=n,
+            bytes=(directory / n).stat().st_size,
+            sha256=known.get(n) or hashed[n],
+            role=file_role(n),
+        )
+        for n in names
+    ]
 
 
 def _card_identity(directory: Path, license_id: str | None) -> tuple[License, str | None]:
@@ -504,14 +510,10 @@ def _build_neuron(directory: Path, req: BuildRequest) -> BuiltArtifact:
     ledger = ledger_from_config(hf_config) if hf_config else ParameterLedger()
     if req.effective is not None:
         ledger.effective = req.effective
-    paths = sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
-    if req.on_hashing:
-        req.on_hashing(sum(p.stat().st_size for p in paths))
-    digests = sha256_files(paths, req.progress)
-    files = [
-        FileEntry(path=p.name, bytes=p.stat().st_size, sha256=d, role=file_role(p.name))
-        for p, d in zip(paths, digests, strict=True)
-    ]
+    names = sorted(
+        p.name for p in directory.iterdir() if p.is_file() and not p.name.startswith(".")
+    )
+    files = _file_entries(directory, names, req, {})
     license_, base_model = _card_identity(directory, req.license_id)
     manifest = Manifest(
         model_id=req.model_id,

@@ -205,12 +205,14 @@ def memory_fit(
         else None
     )
     budget = round(capacity_bytes * (1 - headroom_fraction)) if capacity_bytes is not None else None
-    fits = None if total is None or budget is None else total <= budget
-    if fits is False:
-        reasons.append(
-            f"needs {total / GiB:.2f} GiB but the budget is {budget / GiB:.2f} GiB "  # type: ignore[operator]
-            f"({1 - headroom_fraction:.0%} of {capacity_bytes / GiB:.2f} GiB)"  # type: ignore[operator]
-        )
+    fits: bool | None = None
+    if total is not None and budget is not None and capacity_bytes is not None:
+        fits = total <= budget
+        if not fits:
+            reasons.append(
+                f"needs {total / GiB:.2f} GiB but the budget is {budget / GiB:.2f} GiB "
+                f"({1 - headroom_fraction:.0%} of {capacity_bytes / GiB:.2f} GiB)"
+            )
     return MemoryFit(
         weights,
         kv,
@@ -331,14 +333,18 @@ def neuron_fit(
     else:
         host_bytes, host_rule = None, "host needs unknown"
     host_budget = round(host_memory_bytes * (1 - headroom_fraction)) if host_memory_bytes else None
-    fits_host = None if host_bytes is None or host_budget is None else host_bytes <= host_budget
-    if fits_host is False:
-        reasons.append(
-            f"host needs {host_bytes / GiB:.2f} GiB ({host_rule}); budget "  # type: ignore[operator]
-            f"{host_budget / GiB:.2f} GiB"  # type: ignore[operator]
-        )
-    elif fits_host is None:
-        reasons.append(host_rule if host_bytes is None else "target host memory unknown")
+    fits_host: bool | None = None
+    if host_bytes is None:
+        reasons.append(host_rule)
+    elif host_budget is None:
+        reasons.append("target host memory unknown")
+    else:
+        fits_host = host_bytes <= host_budget
+        if not fits_host:
+            reasons.append(
+                f"host needs {host_bytes / GiB:.2f} GiB ({host_rule}); budget "
+                f"{host_budget / GiB:.2f} GiB"
+            )
     return NeuronFit(
         tp,
         neuron_cores,

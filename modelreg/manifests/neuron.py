@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from modelreg.errors import InvalidArtifact, InvalidInput
 from modelreg.manifests.hf_config import first_int, read_json_object
-from modelreg.schemas.manifest import HostEmbedding, NeuronFacts, NeuronModule
+from modelreg.schemas.manifest import HostEmbedding, NeuronFacts, NeuronModule, first_error
 
 NEURON_CONFIG = "neuron_config.json"
 DEPLOY_MANIFEST = "modelreg-deploy.json"
@@ -137,9 +137,7 @@ def _slim_facts(path: Path) -> NeuronFacts:
     except KeyError:
         raise InvalidArtifact(path, "a slim deploy manifest must describe host_embedding") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise InvalidArtifact(path, f"{loc}: {first['msg']}") from None
+        raise InvalidArtifact(path, first_error(exc)) from None
     if not (path.parent / embedding.file).is_file():
         raise InvalidArtifact(path, f"host embedding file {embedding.file!r} is missing")
     return NeuronFacts(

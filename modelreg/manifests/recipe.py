@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from modelreg.errors import InvalidInput
-from modelreg.schemas.manifest import QuantRecipe
+from modelreg.schemas.manifest import QuantRecipe, first_error
 
 MAX_RECIPE_BYTES = 1 << 20
 
@@ -31,6 +31,4 @@ def load_recipe(path: Path) -> QuantRecipe:
     try:
         return QuantRecipe.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise InvalidInput(f"{path}: recipe field {loc}: {first['msg']}") from None
+        raise InvalidInput(f"{path}: recipe field {first_error(exc)}") from None

@@ -30,7 +30,7 @@ from modelreg.registry.tables import (
     RecordStateRow,
     VerificationRow,
 )
-from modelreg.schemas.manifest import load_manifest, record_id_for
+from modelreg.schemas.manifest import first_error, load_manifest, record_id_for
 
 FORMAT = "modelreg-export"
 VERSION = 1
@@ -157,7 +157,7 @@ def import_rows(registry: Registry, lines: Iterable[tuple[int, dict[str, Any]]])
             try:
                 pending.append(table.model_validate(values))
             except ValidationError as exc:
-                raise InvalidInput(f"{where}: {kind}: {exc.errors()[0]['msg']}") from None
+                raise InvalidInput(f"{where}: {kind}: {first_error(exc)}") from None
         else:
             raise InvalidInput(f"{where}: unknown kind {kind!r}")
     with Session(registry.engine) as session:

@@ -13,7 +13,14 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from modelreg.errors import InvalidInput, MovingReference
 
@@ -380,16 +387,19 @@ def record_id_for(manifest_digest: str) -> str:
     return "r_" + manifest_digest[:12]
 
 
+def first_error(exc: ValidationError, whole: str = "value") -> str:
+    """pydantic's report as one line: ``field.path: message`` of its first error."""
+    first = exc.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or whole
+    return f"{loc}: {first['msg']}"
+
+
 def load_manifest(data: dict[str, object], *, origin: str) -> Manifest:
     """Validate untrusted manifest data, turning pydantic's report into one-line input errors."""
-    from pydantic import ValidationError
-
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "manifest"
-        raise InvalidInput(f"{origin}: {loc}: {first['msg']}") from None
+        raise InvalidInput(f"{origin}: {first_error(exc, 'manifest')}") from None
 
 
 MAX_MANIFEST_BYTES = 16 << 20

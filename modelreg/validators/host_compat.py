@@ -83,12 +83,13 @@ class HostCompatCheck:
             )
         if unknown:
             return finish(self.name, started, Outcome.UNAVAILABLE, "; ".join(unknown), evidence)
+        assert fit.total_bytes is not None and fit.budget_bytes is not None  # fit.fits is True
         return finish(
             self.name,
             started,
             Outcome.PASS,
-            f"runtime build runs on {ctx.target.name}; needs {fit.total_bytes / 2**30:.2f} GiB "  # type: ignore[operator]
-            f"of a {fit.budget_bytes / 2**30:.2f} GiB budget at {fit.kv.tokens} tokens",  # type: ignore[operator]
+            f"runtime build runs on {ctx.target.name}; needs {fit.total_bytes / 2**30:.2f} GiB "
+            f"of a {fit.budget_bytes / 2**30:.2f} GiB budget at {fit.kv.tokens} tokens",
             evidence,
         )
 

@@ -10,13 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelreg import host
-from modelreg.manifests.fit import memory_fit
 from modelreg.schemas.manifest import GoldenPrompt
 from modelreg.validators.base import CheckContext
 from modelreg.validators.child import ChildRun, RuntimeChild, run_child
-from modelreg.validators.smoke import golden_prompts
-
-SMOKE_CONTEXT = 512
+from modelreg.validators.smoke import SMOKE_CONTEXT, golden_prompts, smoke_memory_problem
 
 
 @dataclass(frozen=True)
@@ -47,9 +44,7 @@ def llama_report(ctx: CheckContext) -> LlamaReport:
     if not ctx.target.is_local:
         reason = f"this host ({host.hostname()}) is not target {ctx.target.name}"
     else:
-        fit = memory_fit(ctx.record.manifest, ctx.target.memory_bytes, context=SMOKE_CONTEXT)
-        if fit.fits is False:
-            reason = "the model does not fit this host's memory: " + "; ".join(fit.reasons)
+        reason = smoke_memory_problem(ctx)
     (model_file,) = [f for f in ctx.record.manifest.files if f.role == "weights"][:1]
     prompts = golden_prompts(ctx)
     flags = target_flags(ctx)

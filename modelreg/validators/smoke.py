@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from modelreg.manifests.fit import memory_fit
 from modelreg.schemas.manifest import GoldenPrompt
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.answers import (
@@ -20,6 +21,17 @@ from modelreg.validators.answers import (
 )
 from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.child import ChildRun
+
+# Context the smoke runs allocate: a golden prompt and 16 new tokens fit easily.
+SMOKE_CONTEXT = 512
+
+
+def smoke_memory_problem(ctx: CheckContext) -> str | None:
+    """Why the model cannot be loaded for a smoke run on this host, if it cannot."""
+    fit = memory_fit(ctx.record.manifest, ctx.target.memory_bytes, context=SMOKE_CONTEXT)
+    if fit.fits is False:
+        return "the model does not fit this host's memory: " + "; ".join(fit.reasons)
+    return None
 
 
 def golden_prompts(ctx: CheckContext) -> list[GoldenPrompt]:

@@ -9,15 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from modelreg import host
-from modelreg.manifests.fit import memory_fit
 from modelreg.registry.tables import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.child import run_child
-from modelreg.validators.smoke import golden_prompts, judge_run
+from modelreg.validators.smoke import golden_prompts, judge_run, smoke_memory_problem
 from modelreg.validators.transformers_child import CHILD_ARGV
-
-SMOKE_CONTEXT = 512
 
 
 class TransformersCpuSmoke:
@@ -38,15 +35,9 @@ class TransformersCpuSmoke:
                 f"not run: this host ({host.hostname()}) is not target {ctx.target.name}",
                 evidence,
             )
-        fit = memory_fit(ctx.record.manifest, ctx.target.memory_bytes, context=SMOKE_CONTEXT)
-        if fit.fits is False:
-            return finish(
-                self.name,
-                started,
-                Outcome.UNAVAILABLE,
-                "not run: " + "; ".join(fit.reasons),
-                evidence,
-            )
+        problem = smoke_memory_problem(ctx)
+        if problem:
+            return finish(self.name, started, Outcome.UNAVAILABLE, f"not run: {problem}", evidence)
         weights = [f.path for f in ctx.record.manifest.files if f.role == "weights"]
         request = {
             "model_dir": str(ctx.files[weights[0]].parent),
