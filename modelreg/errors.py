@@ -1,26 +1,55 @@
 """Every error modelreg raises on purpose, in one place.
 
-Each error carries structured fields and a message that quotes the bad value and says what to
-do next. The CLI turns them into one line on stderr and an exit code (``exit_code``); nothing
-else in the library decides how an error is shown.
+Each error carries a stable ``code`` (for ``--json`` and the HTTP API), a ``message`` that quotes
+the bad value, a ``hint`` that names what to do next, and structured fields. The CLI turns them
+into one line on stderr (or a JSON object) and an exit code (``exit_code``); nothing else in the
+library decides how an error is shown.
+
+Exit codes: 0 ok; 1 a check failed / not deployable; 2 bad input or usage; 3 internal error;
+4 the registry database could not be reached (retry).
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from modelreg.rules import Reason
+
+
+class ErrorCode(StrEnum):
+    INVALID_INPUT = "invalid_input"
+    INVALID_ARTIFACT = "invalid_artifact"
+    MOVING_REFERENCE = "moving_reference"
+    RECORD_NOT_FOUND = "record_not_found"
+    AMBIGUOUS_RECORD = "ambiguous_record"
+    MODEL_NOT_FOUND = "model_not_found"
+    TARGET_NOT_FOUND = "target_not_found"
+    NOT_DEPLOYABLE = "not_deployable"
+    NO_ROLLBACK_CANDIDATE = "no_rollback_candidate"
+    INTEGRITY = "integrity"
+    SCHEMA_MISMATCH = "schema_mismatch"
+    REGISTRY_UNAVAILABLE = "registry_unavailable"
+    INTERNAL = "internal"
 
 
 class ModelregError(Exception):
     """Base class. ``exit_code`` follows the CLI contract: 1 check failed, 2 bad input."""
 
     exit_code = 2
+    code = ErrorCode.INVALID_INPUT
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.hint = hint
 
     def __str__(self) -> str:
-        return self.message
+        return f"{self.message} — {self.hint}" if self.hint else self.message
 
 
 class InvalidInput(ModelregError):
@@ -32,6 +61,8 @@ class InvalidArtifact(InvalidInput):
 
     ``offset`` is the byte offset where reading failed, ``field`` the structure being read.
     """
+
+    code = ErrorCode.INVALID_ARTIFACT
 
     def __init__(
         self, path: Path | str, reason: str, *, offset: int | None = None, field: str | None = None
@@ -52,9 +83,29 @@ class InvalidArtifact(InvalidInput):
 class MovingReference(InvalidInput):
     """A source was given as a branch, tag, bare name or other moving reference."""
 
+    code = ErrorCode.MOVING_REFERENCE
+
     def __init__(self, source: str, hint: str) -> None:
-        super().__init__(f"source {source!r} is not an immutable pin — {hint}")
+        super().__init__(f"source {source!r} is not an immutable pin", hint)
         self.source = source
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str | None:
+    """The known names closest to ``name``, compared case-insensitively, as a hint."""
+    by_folded: dict[str, str] = {}
+    for k in known:
+        by_folded.setdefault(k.casefold(), k)
+    folded = name.casefold()
+    if folded in by_folded:
+        return f"did you mean {by_folded[folded]!r}?"
+    close = difflib.get_close_matches(folded, list(by_folded), n=3, cutoff=0.6)
+    if not close:
+        return None
+    return "did you mean " + " or ".join(repr(by_folded[c]) for c in close) + "?"
+
+
+def _with(suggestion: str | None, hint: str) -> str:
+    return f"{suggestion} {hint}" if suggestion else hint
 
 
 class NotFound(InvalidInput):
@@ -62,57 +113,78 @@ class NotFound(InvalidInput):
 
 
 class RecordNotFound(NotFound):
-    def __init__(self, ref: str) -> None:
-        super().__init__(f"record {ref!r} not found — list records with: modelreg list")
+    code = ErrorCode.RECORD_NOT_FOUND
+
+    def __init__(self, ref: str, hint: str | None = None) -> None:
+        super().__init__(f"record {ref!r} not found", hint or "list records with: modelreg list")
         self.ref = ref
 
 
 class AmbiguousRecord(InvalidInput):
+    code = ErrorCode.AMBIGUOUS_RECORD
+
     def __init__(self, ref: str, candidates: list[str]) -> None:
         shown = ", ".join(candidates[:5])
-        super().__init__(f"record prefix {ref!r} matches several records ({shown}) — give more")
+        super().__init__(
+            f"record prefix {ref!r} matches several records ({shown})", "give more characters"
+        )
         self.ref = ref
         self.candidates = candidates
 
 
 class ModelNotFound(NotFound):
-    def __init__(self, model_id: str) -> None:
-        super().__init__(f"model {model_id!r} not found — list models with: modelreg list")
+    code = ErrorCode.MODEL_NOT_FOUND
+
+    def __init__(self, model_id: str, known: Iterable[str] = (), hint: str | None = None) -> None:
+        super().__init__(
+            f"model {model_id!r} not found",
+            hint or _with(did_you_mean(model_id, known), "list models with: modelreg status"),
+        )
         self.model_id = model_id
 
 
 class TargetNotFound(NotFound):
+    code = ErrorCode.TARGET_NOT_FOUND
+
     def __init__(self, name: str, known: list[str]) -> None:
+        suggestion = did_you_mean(name, known)
         super().__init__(
-            f"target {name!r} not found (known: {', '.join(known)}) — list them with: "
-            "modelreg targets"
+            f"target {name!r} not found",
+            _with(suggestion, f"known: {', '.join(known)}; list them with: modelreg targets"),
         )
         self.name = name
+        self.known = known
 
 
 class NotDeployable(ModelregError):
-    """An action needs a deployable record and this one is not (exit 1)."""
+    """An action needs a deployable record and this one is not (exit 1).
+
+    ``reasons`` are the rule module's structured reasons (``modelreg.rules.Reason``).
+    """
 
     exit_code = 1
+    code = ErrorCode.NOT_DEPLOYABLE
 
-    def __init__(self, record_id: str, target: str, reasons: list[str]) -> None:
-        why = "; ".join(reasons) if reasons else "no passing verification"
+    def __init__(self, record_id: str, target: str, reasons: Sequence[Reason]) -> None:
+        why = "; ".join(r.message for r in reasons) if reasons else "no passing verification"
+        hint = next((r.hint for r in reasons if r.hint), None)
         super().__init__(
-            f"record {record_id} is not deployable on {target}: {why} — run: "
-            f"modelreg verify {record_id} --target {target}"
+            f"record {record_id} is not deployable on {target}: {why}",
+            hint or f"run: modelreg verify {record_id} --target {target}",
         )
         self.record_id = record_id
         self.target = target
-        self.reasons = reasons
+        self.reasons = list(reasons)
 
 
 class NoRollbackCandidate(ModelregError):
     """There is nothing earlier to roll back to (exit 1)."""
 
     exit_code = 1
+    code = ErrorCode.NO_ROLLBACK_CANDIDATE
 
-    def __init__(self, model_id: str, target: str, reason: str) -> None:
-        super().__init__(f"no rollback candidate for {model_id} on {target}: {reason}")
+    def __init__(self, model_id: str, target: str, reason: str, hint: str | None = None) -> None:
+        super().__init__(f"no rollback candidate for {model_id} on {target}: {reason}", hint)
         self.model_id = model_id
         self.target = target
 
@@ -121,3 +193,20 @@ class IntegrityError(ModelregError):
     """A file's content does not match the digest it is known by (exit 1: a check failed)."""
 
     exit_code = 1
+    code = ErrorCode.INTEGRITY
+
+
+class SchemaMismatch(ModelregError):
+    """The registry's schema is older or newer than this modelreg (exit 2)."""
+
+    code = ErrorCode.SCHEMA_MISMATCH
+
+
+class RegistryUnavailable(ModelregError):
+    """The registry database could not be reached: refused, timed out, unknown host (exit 4).
+
+    Nothing was changed; the same command can be retried.
+    """
+
+    exit_code = 4
+    code = ErrorCode.REGISTRY_UNAVAILABLE

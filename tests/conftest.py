@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,14 @@ def smollm2() -> Path:
 @pytest.fixture(scope="session")
 def gemma() -> Path:
     return gemma3_270m_gguf(MODEL_CACHE)
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Any:
+    """The public API over a fresh SQLite registry under tmp_path."""
+    import modelreg
+
+    return modelreg.open(f"sqlite:///{tmp_path / 'registry.db'}")
 
 
 CliResult = tuple[int, str, str]

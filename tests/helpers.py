@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from gguf import GGUFWriter
@@ -149,3 +150,90 @@ def rewrite_chat_template(src: Path, dst: Path, template: str) -> Path:
         writer.write_tensor_data(t.data)
     writer.close()
     return dst
+
+
+# -- synthetic records and runs, for rule tests that need no runtime -------------------------
+
+
+def synthetic_manifest(i: int, model_id: str = "rules/alpha", **updates: object) -> Any:
+    """A hashed one-file GGUF manifest with every fact known (so nothing holds it)."""
+    from modelreg.schemas.manifest import (
+        Count,
+        FileEntry,
+        License,
+        Manifest,
+        ParameterLedger,
+        RuntimeRequirements,
+    )
+
+    manifest = Manifest(
+        model_id=model_id,
+        source=f"pypi://synthetic-model=={i}.0",
+        license=License(id="mit", source="cli"),
+        format="gguf",
+        files=[FileEntry(path=f"m{i}.gguf", bytes=1000 + i, sha256=f"{i:064x}")],
+        parameters=ParameterLedger(total=Count(value=1000 + i, provenance="tensors")),
+        runtime=RuntimeRequirements(runtime="llama.cpp"),
+    )
+    return Manifest.model_validate(manifest.model_dump() | updates) if updates else manifest
+
+
+def add_synthetic(registry: Any, i: int, model_id: str = "rules/alpha", **updates: object) -> str:
+    from pathlib import Path
+
+    record, _ = registry.store.add(
+        synthetic_manifest(i, model_id, **updates), Path("/synthetic"), "tester"
+    )
+    return str(record.id)
+
+
+PASSING = {"digest": "pass", "host-compat": "pass", "gguf-cpu-smoke": "pass"}
+
+
+def record_run(
+    registry: Any,
+    record_id: str,
+    target: str = "cpu",
+    outcomes: dict[str, str] | None = None,
+    fingerprint: dict[str, str] | None = None,
+) -> str:
+    """Store a verify run with the given check outcomes, as verify would (its event included),
+    under the target's current runtime fingerprint unless one is given."""
+    from datetime import UTC, datetime
+
+    from modelreg import rules
+    from modelreg.fingerprint import runtime_fingerprint
+    from modelreg.schemas.verification import CheckResult, Outcome
+
+    record = registry.get(record_id)
+    now = datetime.now(UTC)
+    results = [
+        CheckResult(
+            check=check,
+            required=True,
+            outcome=Outcome(outcome),
+            summary=f"synthetic {outcome}",
+            started_at=now,
+            finished_at=now,
+        )
+        for check, outcome in (outcomes or PASSING).items()
+    ]
+    if fingerprint is None:
+        fingerprint = runtime_fingerprint(registry.target(target), "llama.cpp")
+    verdict = rules.run_verdict((r.check, r.required, r.outcome, None) for r in results)
+    with registry.store.locked(record.model_id) as tx:
+        run_id = str(tx.save_run(record, target, results, "synthetic-host", fingerprint))
+        tx.event(
+            "verify",
+            "tester",
+            record.id,
+            target,
+            None,
+            {
+                "run_id": run_id,
+                "passed": verdict.passed,
+                "blocking": [b.describe() for b in verdict.blocking],
+                "checks": {r.check: r.outcome.value for r in results},
+            },
+        )
+    return run_id

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from modelreg import config
-from modelreg.cli.main import JsonOption, _registry, app
-from modelreg.cli.render import emit_json, say, table
+from modelreg.cli.main import JsonOption, app, registry
+from modelreg.cli.render import emit, out, say, table
 
 card_app = typer.Typer(
     help="Model cards: validate their claims, render them from a record.", no_args_is_help=True
@@ -24,53 +24,39 @@ def validate(
     record_ref: Annotated[
         str | None, typer.Option("--record", help="Check the card against this record.")
     ] = None,
+    hold: Annotated[
+        bool,
+        typer.Option(
+            "--hold",
+            help="With --record: put the record on hold if the card leaves required "
+            "facts unstated (no side effect without it).",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> int:
     """Check a card's license, base model, relation, parameter and context claims; exit 1 on
-    error-level findings. With --record, missing required facts put the record on hold."""
-    from modelreg.validators.card import validate_card, validate_card_for_record
+    error-level findings."""
+    if record_ref is None and not hold:
+        from modelreg.api import validate_card_file
 
-    record = None
-    held = None
-    if record_ref:
-        registry = _registry(ctx)
-        record = registry.get(record_ref)
-        report, held = validate_card_for_record(registry, path, record, config.actor())
+        report = validate_card_file(path)
     else:
-        report = validate_card(path)
+        report = registry(ctx).card_validate(path, record_ref, hold=hold)
     if json_out:
-        emit_json(
-            {
-                "card": str(path),
-                "record": record.id if record else None,
-                "clean": not report.errors,
-                "missing": report.missing,
-                "hold": held,
-                "findings": [
-                    {
-                        "severity": f.severity,
-                        "field": f.field,
-                        "message": f.message,
-                        "expected": f.expected,
-                        "found": f.found,
-                    }
-                    for f in report.findings
-                ],
-            }
+        emit(report)
+        return 0 if report.clean else 1
+    if report.findings:
+        print(
+            table(
+                [(f.severity, f.field, f.message) for f in report.findings],
+                ["severity", "field", "finding"],
+            )
         )
     else:
-        if report.findings:
-            print(
-                table(
-                    [(f.severity, f.field, f.message) for f in report.findings],
-                    ["severity", "field", "finding"],
-                )
-            )
-        else:
-            print(f"{path}: no findings")
-        if held and record is not None:
-            say(f"{record.id} put on hold: {held}")
-    return 1 if report.errors else 0
+        out(f"{path}: no findings")
+    if report.held and report.record_id is not None:
+        say(f"{report.record_id} put on hold: {report.held}")
+    return 0 if report.clean else 1
 
 
 @card_app.command("render")
@@ -80,18 +66,15 @@ def render(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
+    json_out: JsonOption = False,
 ) -> int:
     """Write the card section a publisher needs: identity and pin, license, parameter ledger
     with provenance, quantization and real bits per weight, digests, where it was verified."""
-    from modelreg import deploy
-    from modelreg.manifests.card import render_card
-
-    registry = _registry(ctx)
-    record = registry.get(record_ref)
-    text = render_card(record.manifest, record.id, deploy.verified_on(registry, record))
-    if output:
-        output.write_text(text, encoding="utf-8")
+    result = registry(ctx).card_render(record_ref, output)
+    if json_out:
+        emit(result)
+    elif output:
         say(f"wrote {output}")
     else:
-        print(text, end="")
+        sys.stdout.write(result.text)
     return 0

@@ -1,21 +1,24 @@
-"""``modelreg`` command line: parse, call one library function, render.
+"""``modelreg`` command line: parse, call one API function (``modelreg.api``), render.
 
-Exit codes: 0 ok; 1 a check failed / not deployable; 2 bad input or usage; 3 internal error.
-Data goes to stdout (``--json`` for a stable schema), messages to stderr. Tracebacks only with
-``MODELREG_DEBUG=1``.
+Exit codes: 0 ok; 1 a check failed / not deployable; 2 bad input or usage; 3 internal error;
+4 the registry database could not be reached (nothing changed: retry). Data goes to stdout
+(``--json``: the models of ``modelreg.schemas.output``), messages to stderr; with ``--json``
+an error is a JSON object on stdout too. Tracebacks only with ``MODELREG_DEBUG=1``.
 """
 
 from __future__ import annotations
 
 import sys
 import traceback
-from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from modelreg import config
-from modelreg.errors import ModelregError
+from modelreg.errors import ErrorCode, ModelregError
+
+if TYPE_CHECKING:
+    from modelreg.api import Registry
 
 app = typer.Typer(
     name="modelreg",
@@ -39,23 +42,16 @@ DbOption = Annotated[
 TargetOption = Annotated[
     str, typer.Option("--target", "-t", help="Target name (see: modelreg targets).")
 ]
+RecordArg = Annotated[str, typer.Argument(metavar="RECORD", help="Record id or prefix.")]
+ModelArg = Annotated[str, typer.Argument(metavar="MODEL", help="Model id, org/name.")]
+WhyOption = Annotated[str | None, typer.Option("--why", help="Why (kept in the event log).")]
 
 
-def _registry(ctx: typer.Context) -> Any:
-    from modelreg.registry.store import open_registry
+def registry(ctx: typer.Context) -> Registry:
+    """The registry named by --db (or the environment), opened once per command."""
+    from modelreg.api import open as open_registry
 
     return open_registry(ctx.obj.get("db") if ctx.obj else None)
-
-
-def _manifest_ref(ctx: typer.Context, ref: str) -> tuple[str, Any]:
-    """(name, manifest) of a record id/prefix, or of a manifest .json file."""
-    path = Path(ref)
-    if path.suffix == ".json" and path.is_file():
-        from modelreg.schemas.manifest import read_manifest_file
-
-        return str(path), read_manifest_file(path)
-    record = _registry(ctx).get(ref)
-    return record.id, record.manifest
 
 
 @app.callback()
@@ -63,14 +59,61 @@ def _global(ctx: typer.Context, db: DbOption = None) -> None:
     ctx.obj = {"db": db}
 
 
+def _error_json(code: str, message: str, hint: str | None) -> None:
+    from modelreg.cli.render import emit
+    from modelreg.schemas.output import ErrorBody, ErrorOutput
+
+    emit(ErrorOutput(error=ErrorBody(code=code, message=message, hint=hint)))
+
+
+def _report(exc: ModelregError, json_out: bool) -> int:
+    from modelreg.cli.render import clean
+
+    if config.debug():
+        traceback.print_exc()
+    if json_out:
+        _error_json(exc.code.value, exc.message, exc.hint)
+    sys.stderr.write(f"error: {clean(str(exc))}\n")
+    return exc.exit_code
+
+
+def _database_failure(exc: Exception) -> ModelregError | None:
+    """An unreachable database seen mid-command (not at open) is exit 4, like at open."""
+    try:
+        from sqlalchemy.exc import DBAPIError
+    except ImportError:  # pragma: no cover - sqlalchemy is a dependency
+        return None
+    if not isinstance(exc, DBAPIError):
+        return None
+    from modelreg.registry.db import unavailable
+
+    return unavailable(exc, config.database_url(_db_from_argv()))
+
+
+def _db_from_argv() -> str | None:
+    argv = sys.argv[1:]
+    for i, arg in enumerate(argv):
+        if arg == "--db" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--db="):
+            return arg.removeprefix("--db=")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
+    args = sys.argv[1:] if argv is None else argv
+    json_out = "--json" in args
     try:
-        result = app(args=argv, prog_name="modelreg", standalone_mode=False)
+        result = app(args=args, prog_name="modelreg", standalone_mode=False)
     except typer.Abort:
         sys.stderr.write("aborted\n")
         return 130
+    except typer.Exit as exc:
+        return exc.exit_code
     except typer.TyperException as exc:  # usage errors: missing or malformed options
+        if json_out:
+            _error_json(ErrorCode.INVALID_INPUT.value, exc.format_message(), "see --help")
         show = getattr(exc, "show", None)
         if show is not None:
             show()
@@ -78,18 +121,21 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"error: {exc}\n")
         return 2
     except ModelregError as exc:
-        if config.debug():
-            traceback.print_exc()
-        sys.stderr.write(f"error: {exc}\n")
-        return exc.exit_code
+        return _report(exc, json_out)
     except Exception as exc:  # the one place an unexpected error becomes exit code 3
+        translated = _database_failure(exc)
+        if translated is not None:
+            return _report(translated, json_out)
         if config.debug():
             traceback.print_exc()
-        else:
-            sys.stderr.write(
-                f"internal error: {type(exc).__name__}: {exc} "
-                "(rerun with MODELREG_DEBUG=1 for a traceback)\n"
-            )
+        message = f"{type(exc).__name__}: {exc}"
+        from modelreg.cli.render import clean
+
+        if json_out:
+            _error_json(ErrorCode.INTERNAL.value, message, "rerun with MODELREG_DEBUG=1")
+        sys.stderr.write(
+            f"internal error: {clean(message)} (rerun with MODELREG_DEBUG=1 for a traceback)\n"
+        )
         return 3
     return result if isinstance(result, int) else 0
 
@@ -100,7 +146,6 @@ def run() -> None:
 
 # Commands live in their own modules and register themselves on ``app``.
 from modelreg.cli import card as _card  # noqa: E402,F401
-from modelreg.cli import commands as _commands  # noqa: E402,F401
-from modelreg.cli import fit as _fit  # noqa: E402,F401
-from modelreg.cli import lifecycle as _lifecycle  # noqa: E402,F401
-from modelreg.cli import transfer as _transfer  # noqa: E402,F401
+from modelreg.cli import deploy as _deploy  # noqa: E402,F401
+from modelreg.cli import records as _records  # noqa: E402,F401
+from modelreg.cli import registry as _registry_commands  # noqa: E402,F401

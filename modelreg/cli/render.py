@@ -1,25 +1,44 @@
-"""Output helpers: data to stdout (JSON or an aligned table), messages to stderr."""
+"""Output helpers: data to stdout (JSON or an aligned table), messages to stderr.
+
+Every string shown on a terminal goes through ``clean``: text from artifacts, cards, target
+files, file names and flags cannot move the cursor, recolour the screen or break a record
+over two lines.
+"""
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel
 
-def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+def clean(text: Any) -> str:
+    """``text`` safe for a terminal line: control characters and escape sequences escaped."""
+    from modelreg.textsafe import for_terminal
+
+    return for_terminal(str(text))
+
+
+def emit(output: BaseModel) -> None:
+    """An output model as JSON on stdout (the ``--json`` contract)."""
+    sys.stdout.write(output.model_dump_json(indent=2) + "\n")
+
+
+def out(text: str = "") -> None:
+    """A line of data on stdout, cleaned."""
+    sys.stdout.write(clean(text) + "\n")
 
 
 def say(message: str) -> None:
-    """A message for the person at the terminal (stderr, so stdout stays data)."""
-    sys.stderr.write(message + "\n")
+    """A message for the person at the terminal (stderr, so stdout stays data), cleaned."""
+    sys.stderr.write(clean(message) + "\n")
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    cells = [[("" if c is None else str(c)) for c in row] for row in rows]
+    cells = [[("" if c is None else clean(c)) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]

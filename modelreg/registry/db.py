@@ -1,22 +1,35 @@
-"""Engine creation and migrations, for SQLite (default) and PostgreSQL."""
+"""Engine creation and migrations, for SQLite (default) and PostgreSQL.
+
+Migrations run under a database lock — a PostgreSQL advisory lock, an exclusive (``BEGIN
+IMMEDIATE``) transaction on SQLite — and re-read the schema revision once they hold it, so any
+number of processes may open a fresh or outdated registry at once: one migrates, the others
+find the work done.
+
+The embedded SQLite registry upgrades itself. A shared PostgreSQL registry is created on first
+use but upgraded only on purpose (``modelreg db upgrade``): a client that finds an older schema
+says which command to run, one that finds a newer schema says it is too old itself.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, inspect, text
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError
-from sqlmodel import create_engine
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
-from modelreg.errors import InvalidInput
+from modelreg.errors import InvalidInput, RegistryUnavailable, SchemaMismatch
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # The newest migration's revision. Checked against alembic's view in the tests; lets an
 # up-to-date database open without importing alembic (a fifth of a CLI call's start-up).
-SCHEMA_HEAD = "0003"
+SCHEMA_HEAD = "0004"
+# pg_advisory_xact_lock key for schema changes: "modelreg" in ASCII, as a bigint.
+_MIGRATION_LOCK_KEY = 0x6D6F64656C726567
 
 
 def redact(url: str) -> str:
@@ -34,13 +47,24 @@ def create_registry_engine(url: str) -> Engine:
         raise InvalidInput(f"database URL {redact(url)!r} is not a SQLAlchemy URL") from None
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url, parsed.database)
+    from sqlmodel import create_engine
+
     try:
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(
+            url,
+            pool_pre_ping=True,
+            # An unreachable server must not hang a deploy pipeline: fail, say "retry".
+            connect_args={"connect_timeout": 10}
+            if parsed.get_backend_name() == "postgresql"
+            else {},
+        )
     except (ImportError, ArgumentError) as exc:
         raise InvalidInput(f"cannot use database {redact(url)}: {exc}") from None
 
 
 def _sqlite_engine(url: str, database: str | None) -> Engine:
+    from sqlmodel import create_engine
+
     if database and database != ":memory:" and not database.startswith("file:"):
         path = Path(database)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,6 +93,10 @@ def _sqlite_engine(url: str, database: str | None) -> Engine:
     return engine
 
 
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
 def _alembic_config() -> Any:
     from alembic.config import Config
 
@@ -85,20 +113,83 @@ def head_revision() -> str:
     return head
 
 
+def _revision(connection: Connection) -> str | None:
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as connection:
-        if not inspect(connection).has_table("alembic_version"):
-            return None
-        return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        return _revision(connection)
 
 
-def migrate(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to ``revision`` (a no-op when it is already there)."""
-    if revision == "head" and current_revision(engine) == SCHEMA_HEAD:
-        return
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator[Connection]:
+    """One connection in one transaction holding the schema lock until it commits."""
+    with engine.begin() as connection:  # SQLite: BEGIN IMMEDIATE (see _sqlite_engine)
+        if engine.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
+        yield connection
+
+
+def _upgrade_locked(connection: Connection, revision: str) -> None:
     from alembic import command
 
     config = _alembic_config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
+    config.attributes["connection"] = connection
+    command.upgrade(config, revision)
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` under the schema lock (a no-op when it is there)."""
+    if revision == "head" and current_revision(engine) == SCHEMA_HEAD:
+        return
+    with _migration_lock(engine) as connection:
+        if revision == "head" and _revision(connection) == SCHEMA_HEAD:
+            return  # another process did it while we waited for the lock
+        _upgrade_locked(connection, revision)
+
+
+def _known_revisions() -> set[str]:
+    return {p.name.split("_", 1)[0] for p in (MIGRATIONS / "versions").glob("[0-9]*_*.py")}
+
+
+def prepare(engine: Engine, url: str) -> None:
+    """Make the registry usable by this modelreg, or say exactly why it is not.
+
+    - SQLite: create or upgrade the schema (under the lock).
+    - PostgreSQL (and other servers): create the schema of an empty database (under the
+      lock); an older schema needs ``modelreg db upgrade``; a newer one a newer modelreg.
+    """
+    revision = current_revision(engine)
+    if revision == SCHEMA_HEAD:
+        return
+    if revision is not None and revision not in _known_revisions():
+        raise SchemaMismatch(
+            f"the registry at {redact(url)} has schema {revision}, newer than this modelreg "
+            f"knows ({SCHEMA_HEAD})",
+            "upgrade modelreg on this host to the version the registry was upgraded with",
+        )
+    if is_sqlite(engine) or revision is None:
+        migrate(engine)
+        return
+    raise SchemaMismatch(
+        f"the registry at {redact(url)} has schema {revision}, older than this modelreg "
+        f"({SCHEMA_HEAD})",
+        f"upgrade it once, for every client: modelreg --db '{redact(url)}' db upgrade",
+    )
+
+
+def unavailable(exc: DBAPIError, url: str) -> RegistryUnavailable | None:
+    """The error to raise when ``exc`` means the database server cannot be reached (refused,
+    timed out, unknown host, dropped connection); None when it means something else."""
+    if url.startswith("sqlite"):
+        return None
+    if not isinstance(exc, OperationalError) and not exc.connection_invalidated:
+        return None
+    reason = str(exc.orig or exc).strip().splitlines()[0] if str(exc.orig or exc).strip() else ""
+    return RegistryUnavailable(
+        f"the registry at {redact(url)} cannot be reached: {reason}",
+        "nothing was changed; retry, or check --db / MODELREG_DATABASE_URL",
+    )

@@ -30,14 +30,24 @@ class ModelRow(SQLModel, table=True):
 
 class RecordRow(SQLModel, table=True):
     __tablename__ = "records"
+    __table_args__ = (Index("uq_records_identity_sha256", "identity_sha256", unique=True),)
 
     id: str = Field(primary_key=True, max_length=32)
     manifest_sha256: str = Field(unique=True, max_length=64)
+    # sha256 of the artifact's facts only (``Manifest.identity_digest``): the same artifact
+    # added again is this record, however the judgments about it are worded. Always written;
+    # nullable in the schema only because migration 0004 added it to existing rows.
+    identity_sha256: str | None = Field(default=None, max_length=64)
     model_id: str = Field(foreign_key="models.model_id", index=True, max_length=200)
     format: str = Field(max_length=16)
     source: str | None = Field(default=None, max_length=300)
     license: str | None = Field(default=None, max_length=100)
     manifest_json: str = Field(sa_column=Column(Text, nullable=False))
+    # The manifest's hold reasons as a JSON list, so deployability over many records needs
+    # no manifest parsing.
+    hold_reasons_json: str = Field(
+        default="[]", sa_column=Column(Text, nullable=False, server_default="[]")
+    )
     root: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(default_factory=utcnow, sa_column=_when(index=True))
     created_by: str = Field(max_length=200)

@@ -5,14 +5,23 @@ verifications (with evidence and runtime fingerprints), promotions, record state
 Import is all-or-nothing in one transaction, refuses records the target already holds, and
 trusts nothing: every manifest is validated (paths cannot leave their root) and every record id
 must match its manifest's digest.
+
+An export ends with a trailer holding its row counts and the sha256 of everything before it,
+and is written to a private temporary file renamed into place: a file cut short by a killed
+export, or altered afterwards, is refused whole.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import sys
+import tempfile
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
@@ -20,7 +29,7 @@ from sqlmodel import Session, SQLModel, col, select
 
 from modelreg.errors import InvalidInput
 from modelreg.registry.db import SCHEMA_HEAD
-from modelreg.registry.store import Registry
+from modelreg.registry.store import Store, event_row
 from modelreg.registry.tables import (
     EventRow,
     ModelRow,
@@ -31,9 +40,11 @@ from modelreg.registry.tables import (
     VerificationRow,
 )
 from modelreg.schemas.manifest import first_error, load_manifest, record_id_for
+from modelreg.schemas.output import ExportOutput, ImportOutput
 
 FORMAT = "modelreg-export"
-VERSION = 1
+VERSION = 2
+MAX_LINE_BYTES = 64 << 20
 # line type -> (table, fields exported as they are; ids are reassigned on import)
 _TABLES: dict[str, tuple[type[SQLModel], tuple[str, ...]]] = {
     "model": (ModelRow, ("model_id", "created_at")),
@@ -93,10 +104,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def export_rows(registry: Registry) -> Iterator[dict[str, Any]]:
-    """Every row of the registry, in an order import can replay."""
+def export_rows(store: Store) -> Iterator[dict[str, Any]]:
+    """Every row of the registry, in an order import can replay (no trailer)."""
     yield {"type": "header", "format": FORMAT, "version": VERSION, "schema": SCHEMA_HEAD}
-    with Session(registry.engine) as session:
+    with Session(store.engine) as session:
         for kind in _ORDER:
             if kind == "record":
                 for row in session.exec(select(RecordRow).order_by(col(RecordRow.created_at))):
@@ -115,6 +126,128 @@ def export_rows(registry: Registry) -> Iterator[dict[str, Any]]:
                 yield {"type": kind} | {f: _plain(getattr(table_row, f)) for f in fields}
 
 
+def _trailer(counts: dict[str, int], body_sha256: str) -> dict[str, Any]:
+    return {
+        "type": "trailer",
+        "rows": sum(counts.values()),
+        "counts": dict(sorted(counts.items())),
+        "sha256": body_sha256,
+    }
+
+
+def _write_rows(store: Store, out: TextIO) -> tuple[int, str]:
+    """Write every row and the trailer to ``out``; returns (rows, sha256 of the body)."""
+    digest = hashlib.sha256()
+    counts: dict[str, int] = {}
+    for row in export_rows(store):
+        line = json.dumps(row, sort_keys=True) + "\n"
+        digest.update(line.encode())
+        out.write(line)
+        if row["type"] != "header":
+            counts[row["type"]] = counts.get(row["type"], 0) + 1
+    body = digest.hexdigest()
+    out.write(json.dumps(_trailer(counts, body), sort_keys=True) + "\n")
+    return sum(counts.values()), body
+
+
+def export_registry(
+    store: Store, output: Path | None, stream: TextIO | None = None
+) -> ExportOutput:
+    """Write the registry to ``output`` (a private temporary file renamed into place, mode
+    0600), or to ``stream`` (default stdout) when no file is given."""
+    if output is None:
+        rows, body = _write_rows(store, stream or sys.stdout)
+        return ExportOutput(path=None, rows=rows, sha256=body)
+    if output.is_dir():
+        raise InvalidInput(f"export: {output} is a directory", "give a file name to write")
+    directory = output.parent if str(output.parent) else Path(".")
+    if not directory.is_dir():
+        raise InvalidInput(f"export: {directory} does not exist", "create the directory first")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{output.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            rows, body = _write_rows(store, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return ExportOutput(path=str(output), rows=rows, sha256=body)
+
+
+def read_export(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str]:
+    """The rows of an export file and the file's sha256, after checking its trailer: a file
+    that is truncated, altered, or has no trailer is refused whole. Lines longer than
+    ``MAX_LINE_BYTES`` are refused while reading."""
+    if path.is_dir():
+        raise InvalidInput(f"{path} is a directory", "give a file written by modelreg export")
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        raise InvalidInput(f"{path}: file not found") from None
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror}") from None
+    whole = hashlib.sha256()
+    body = hashlib.sha256()
+    rows: list[tuple[int, dict[str, Any]]] = []
+    trailer: dict[str, Any] | None = None
+    with fh:
+        number = 0
+        while True:
+            raw = fh.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                break
+            number += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise InvalidInput(f"{path}: line {number} is longer than {MAX_LINE_BYTES} bytes")
+            whole.update(raw)
+            if trailer is not None:
+                if raw.strip():
+                    raise InvalidInput(f"{path}: line {number}: data after the trailer")
+                continue
+            try:
+                item = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise InvalidInput(f"{path}: line {number} is not UTF-8 text") from None
+            except json.JSONDecodeError as exc:
+                raise InvalidInput(f"{path}: line {number} is not JSON: {exc.msg}") from None
+            except RecursionError:
+                raise InvalidInput(f"{path}: line {number} is nested too deeply") from None
+            if not isinstance(item, dict):
+                raise InvalidInput(f"{path}: line {number} is not a JSON object")
+            if item.get("type") == "trailer":
+                trailer = item
+                continue
+            body.update(raw)
+            rows.append((number, item))
+    if trailer is None:
+        raise InvalidInput(
+            f"{path}: no trailer: the export is incomplete (cut short?) and is refused whole",
+            "export again with: modelreg export FILE",
+        )
+    counts: dict[str, int] = {}
+    for _, item in rows:
+        kind = str(item.get("type"))
+        if kind != "header":
+            counts[kind] = counts.get(kind, 0) + 1
+    if trailer != _trailer(counts, body.hexdigest()):
+        raise InvalidInput(
+            f"{path}: the trailer does not match the rows before it: the file was altered or "
+            "cut, and is refused whole",
+            "export again with: modelreg export FILE",
+        )
+    return rows, whole.hexdigest()
+
+
+def import_registry(store: Store, path: Path, actor: str) -> ImportOutput:
+    """Check and load an export into ``store`` in one transaction; each model it touches gets
+    an ``import`` event naming the file's sha256 and what it added."""
+    rows, file_sha256 = read_export(path)
+    counts = import_rows(store, rows, file_sha256=file_sha256, source=str(path), actor=actor)
+    return ImportOutput(path=str(path), sha256=file_sha256, counts=counts)
+
+
 def _parse_time(value: Any, where: str) -> datetime:
     try:
         return datetime.fromisoformat(value)
@@ -122,12 +255,20 @@ def _parse_time(value: Any, where: str) -> datetime:
         raise InvalidInput(f"{where}: {value!r} is not an ISO timestamp") from None
 
 
-def import_rows(registry: Registry, lines: Iterable[tuple[int, dict[str, Any]]]) -> dict[str, int]:
-    """Replay exported rows into ``registry`` in one transaction; returns counts per kind."""
+def import_rows(
+    store: Store,
+    lines: Iterable[tuple[int, dict[str, Any]]],
+    *,
+    file_sha256: str = "",
+    source: str = "",
+    actor: str = "import",
+) -> dict[str, int]:
+    """Replay exported rows into ``store`` in one transaction; returns counts per kind."""
     counts: dict[str, int] = {}
     pending: list[SQLModel] = []
     record_ids: set[str] = set()
     models: set[str] = set()
+    per_model: dict[str, dict[str, int]] = {}
     saw_header = False
     for number, item in lines:
         where = f"line {number}"
@@ -141,8 +282,12 @@ def import_rows(registry: Registry, lines: Iterable[tuple[int, dict[str, Any]]])
             raise InvalidInput(f"{where}: the file does not start with a {FORMAT} header")
         counts[kind] = counts.get(kind, 0) + 1
         if kind == "record":
-            pending += _record_rows(item, where)
+            record_rows = _record_rows(item, where)
+            pending += record_rows
             record_ids.add(item["id"])
+            model_id = str(getattr(record_rows[0], "model_id", ""))
+            tally = per_model.setdefault(model_id, {})
+            tally["record"] = tally.get("record", 0) + 1
         elif kind in _TABLES:
             table, fields = _TABLES[kind]
             unknown = set(item) - set(fields) - {"type"}
@@ -158,14 +303,18 @@ def import_rows(registry: Registry, lines: Iterable[tuple[int, dict[str, Any]]])
                 pending.append(table.model_validate(values))
             except ValidationError as exc:
                 raise InvalidInput(f"{where}: {kind}: {first_error(exc)}") from None
+            row_model = values.get("model_id")
+            if isinstance(row_model, str) and kind != "model":
+                tally = per_model.setdefault(row_model, {})
+                tally[kind] = tally.get(kind, 0) + 1
         else:
             raise InvalidInput(f"{where}: unknown kind {kind!r}")
-    with Session(registry.engine) as session:
+    with Session(store.engine) as session:
         clash = session.exec(select(RecordRow.id).where(col(RecordRow.id).in_(record_ids))).all()
         if clash:
             raise InvalidInput(
-                f"the registry already holds {len(clash)} of these records (e.g. {clash[0]}); "
-                "import into an empty registry"
+                f"the registry already holds {len(clash)} of these records (e.g. {clash[0]})",
+                "import into an empty registry",
             )
         existing_models = set(
             session.exec(select(ModelRow.model_id).where(col(ModelRow.model_id).in_(models)))
@@ -176,6 +325,16 @@ def import_rows(registry: Registry, lines: Iterable[tuple[int, dict[str, Any]]])
                     continue
                 session.add(row)
                 session.flush()
+            for model_id, added in sorted(per_model.items()):
+                session.add(
+                    event_row(
+                        "import",
+                        actor,
+                        model_id=model_id,
+                        detail={"file": source, "sha256": file_sha256, "added": added},
+                    )
+                )
+            session.flush()
         except IntegrityError as exc:
             raise InvalidInput(
                 "the file is not self-consistent (a row refers to a record or model it does "
@@ -193,10 +352,12 @@ def _record_rows(item: dict[str, Any], where: str) -> list[SQLModel]:
         raise InvalidInput(f"{where}: record without a manifest")
     manifest = load_manifest(item["manifest"], origin=where)
     digest = manifest.digest()
-    if item.get("id") != record_id_for(digest):
+    identity = manifest.identity_digest()
+    # Records added before identity digests keep the id their whole-manifest digest gave them.
+    if item.get("id") not in (record_id_for(identity), record_id_for(digest)):
         raise InvalidInput(
             f"{where}: record id {item.get('id')!r} does not match its manifest "
-            f"(expected {record_id_for(digest)})"
+            f"(expected {record_id_for(identity)})"
         )
     if manifest.model_id is None or any(
         f.sha256 is None or f.bytes is None for f in manifest.files
@@ -208,11 +369,13 @@ def _record_rows(item: dict[str, Any], where: str) -> list[SQLModel]:
         RecordRow(
             id=item["id"],
             manifest_sha256=digest,
+            identity_sha256=identity if item["id"] == record_id_for(identity) else digest,
             model_id=manifest.model_id,
             format=manifest.format,
             source=manifest.source,
             license=manifest.license.id,
             manifest_json=manifest.canonical_json(),
+            hold_reasons_json=json.dumps(manifest.hold_reasons),
             root=item["root"],
             created_at=_parse_time(item.get("created_at"), where),
             created_by=item["created_by"],

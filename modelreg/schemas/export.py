@@ -1,6 +1,7 @@
-"""Export the JSON Schemas to ``schemas/`` at the repo root (``make schema``).
+"""Export the JSON Schemas to ``schemas/`` at the repo root (``make schema``): the manifest,
+the recipe, and every command's ``--json`` output under ``schemas/cli/``.
 
-A test regenerates them and fails when the checked-in files are stale.
+A test regenerates them and fails when the checked-in files are stale (or one is left over).
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ from modelreg.schemas.manifest import Manifest, QuantRecipe
 
 
 def schemas() -> dict[str, dict[str, object]]:
-    """File name -> JSON Schema document."""
-    return {
+    """File name (relative to ``schemas/``) -> JSON Schema document."""
+    from modelreg.schemas.output import COMMAND_OUTPUTS
+
+    found: dict[str, dict[str, object]] = {
         "manifest.schema.json": Manifest.model_json_schema(),
         "recipe.schema.json": QuantRecipe.model_json_schema(),
     }
+    for command, model in COMMAND_OUTPUTS.items():
+        found[f"cli/{command}.schema.json"] = model.model_json_schema()
+    return found
 
 
 def render(schema: dict[str, object]) -> str:
@@ -29,6 +35,7 @@ def export(directory: Path) -> list[Path]:
     written = []
     for name, schema in schemas().items():
         path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render(schema), encoding="utf-8")
         written.append(path)
     return written

@@ -374,17 +374,35 @@ class Manifest(BaseModel):
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
     def digest(self) -> str:
-        """sha256 of the canonical JSON: equal manifests give equal digests."""
+        """sha256 of the canonical JSON of everything stored, judgments included."""
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    def identity_digest(self) -> str:
+        """sha256 of the artifact's facts only: identity, source, license, files, ledger,
+        quantization, architecture, runtime requirements, golden prompts.
+
+        Judgments about the facts (hold reasons, the size-label verdict, notes) are left out,
+        so rewording a message never makes the same artifact a new record; fields left at
+        their defaults are left out too, so a later modelreg that learns a new optional fact
+        still gives an artifact that does not have it the same identity.
+        """
+        facts = self.model_dump(mode="json", exclude=set(JUDGMENT_FIELDS), exclude_defaults=True)
+        canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
 
     @property
     def record_id(self) -> str:
-        return record_id_for(self.digest())
+        return record_id_for(self.identity_digest())
 
 
-def record_id_for(manifest_digest: str) -> str:
-    """Short, stable record id derived from the manifest digest."""
-    return "r_" + manifest_digest[:12]
+# What the manifest says *about* the facts: stored with it, never part of its identity.
+JUDGMENT_FIELDS = frozenset({"hold_reasons", "label_check", "notes"})
+
+
+def record_id_for(identity_digest: str) -> str:
+    """Short, stable record id derived from the identity digest (records added before
+    identity digests existed keep the id their whole-manifest digest gave them)."""
+    return "r_" + identity_digest[:12]
 
 
 def first_error(exc: ValidationError, whole: str = "value") -> str:

@@ -17,7 +17,6 @@ from typing import Any, Literal
 from modelreg.manifests.card import is_quantized
 from modelreg.manifests.hf import read_card_front_matter
 from modelreg.manifests.size_label import check_size_label, parse_size_label
-from modelreg.registry.store import Record, Registry
 from modelreg.schemas.licenses import KNOWN_LICENSES
 from modelreg.schemas.manifest import MODEL_ID_RE, Count, Manifest
 
@@ -50,9 +49,9 @@ class CardReport:
     ) -> None:
         self.findings.append(Finding(severity, field_name, message, expected, found))
 
-    def require(self, field_name: str, why: str) -> None:
+    def require(self, field_name: str, why: str, severity: Severity = "error") -> None:
         self.missing.append(field_name)
-        self.add("error", field_name, f"{field_name} missing: {why}")
+        self.add(severity, field_name, f"{field_name} missing: {why}")
 
     @property
     def errors(self) -> list[Finding]:
@@ -127,11 +126,28 @@ def validate_card(path: Path, manifest: Manifest | None = None) -> CardReport:
             found=base,
         )
     if quantized:
+        # A card rendered from a record that does not know its base model cannot state it:
+        # that is the record's gap, reported (and held with --hold), not the card's error.
+        record_knows = manifest is None or manifest.base_model is not None
         if not bases:
-            report.require("base_model", "a quantized artifact must name the model it quantizes")
+            report.require(
+                "base_model",
+                "a quantized artifact must name the model it quantizes"
+                + (
+                    ""
+                    if record_knows
+                    else "; the record does not know it either — re-add it "
+                    "with --base-model ORG/NAME"
+                ),
+                severity="error" if record_knows else "warning",
+            )
         relation = meta.get("base_model_relation")
         if relation is None:
-            report.require("base_model_relation", "a quantized artifact must say 'quantized'")
+            report.require(
+                "base_model_relation",
+                "a quantized artifact must say 'quantized'",
+                severity="error" if record_knows or bases else "warning",
+            )
         elif relation != "quantized":
             report.add(
                 "error",
@@ -215,15 +231,3 @@ def _check_claims(
             expected=actual,
             found=claimed_context,
         )
-
-
-def validate_card_for_record(
-    registry: Registry, path: Path, record: Record, actor: str
-) -> tuple[CardReport, str | None]:
-    """Validate ``path`` against ``record``; when the card leaves required facts unstated, an
-    active record goes on hold (an event says why). Returns the report and the hold applied."""
-    report = validate_card(path, record.manifest)
-    if report.hold_reason is None or registry.state(record.id)[0] != "active":
-        return report, None
-    registry.set_state(record, "held", report.hold_reason, actor)
-    return report, report.hold_reason

@@ -1,53 +1,38 @@
-"""``verify_record``: run a record's required checks on a target and store every result."""
+"""``run_checks``: run the checks a record needs on a target and return every result.
+
+Storing the results, judging deployability and writing the event are the API's
+(``modelreg.api.Registry.verify``), inside the model's lock.
+"""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
-from modelreg import host
-from modelreg.fingerprint import runtime_fingerprint
-from modelreg.registry.store import Deployability, Record, Registry
+from modelreg.registry.store import Record
 from modelreg.schemas.verification import CheckResult
 from modelreg.targets import Target
-from modelreg.validators.base import CheckContext, VerifyOptions, locate_files
+from modelreg.validators.base import CheckContext, VerifyOptions
 from modelreg.validators.child import RuntimeChild
 from modelreg.validators.registry import CHECKS, required_checks
 
 
-@dataclass(frozen=True)
-class VerifyReport:
-    record: Record
-    target: Target
-    run_id: str
-    results: list[CheckResult]
-    deployability: Deployability
-
-    @property
-    def passed(self) -> bool:
-        return self.deployability.deployable
-
-
-def verify_record(
-    registry: Registry,
+def run_checks(
     record: Record,
     target: Target,
-    actor: str,
-    *,
-    path: Path | None = None,
+    files: dict[str, Path],
     options: VerifyOptions | None = None,
     warm_llama_child: RuntimeChild | None = None,
-) -> VerifyReport:
-    """Run the checks ``record`` needs on ``target``, store them (with evidence), and say
-    whether the record is now deployable there.
+) -> list[CheckResult]:
+    """Run the checks ``record`` needs on ``target``, in their order.
 
-    ``warm_llama_child`` is a llama.cpp child the caller started early; it is used if a check
-    needs one and killed otherwise. Checks marked ``concurrent`` (re-hashing) run in a thread
-    beside the others, which mostly wait on a child process.
+    ``files`` maps each manifest path to where it is on this host. ``warm_llama_child`` is a
+    llama.cpp child the caller started early; it is used if a check needs one and killed
+    otherwise. Checks marked ``concurrent`` (re-hashing) run in a thread beside the others,
+    which mostly wait on a child process.
     """
     try:
-        ctx = CheckContext(record, target, locate_files(record, path), options or VerifyOptions())
+        ctx = CheckContext(record, target, files, options or VerifyOptions())
         if warm_llama_child is not None:
             ctx.shared["warm_llama_child"] = warm_llama_child
         names = required_checks(record.format, target.kind)
@@ -58,25 +43,7 @@ def verify_record(
                 if getattr(CHECKS[name], "concurrent", False)
             }
             inline = {name: CHECKS[name].run(ctx) for name in names if name not in background}
-            results = [background[n].result() if n in background else inline[n] for n in names]
+            return [background[n].result() if n in background else inline[n] for n in names]
     finally:
         if warm_llama_child is not None:
             warm_llama_child.discard()
-    fingerprint = runtime_fingerprint(target, record.manifest.runtime.runtime)
-    run_id = registry.save_verification(
-        record, target.name, results, actor, host.hostname(), fingerprint
-    )
-    verdict = registry.deployability(record, target.name, fingerprint)
-    return VerifyReport(record, target, run_id, results, verdict)
-
-
-def verify_stale(
-    registry: Registry, target: Target, actor: str, options: VerifyOptions | None = None
-) -> list[VerifyReport]:
-    """Re-verify every record whose passing evidence on ``target`` came from another runtime."""
-    from modelreg import deploy
-
-    return [
-        verify_record(registry, record, target, actor, options=options)
-        for record in deploy.stale_records(registry, target.name)
-    ]

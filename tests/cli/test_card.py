@@ -34,18 +34,46 @@ def test_license_contradicting_the_record_fails(cli, smollm2: Path, tmp_path: Pa
     assert finding["expected"] == "apache-2.0" and finding["found"] == "mit"
 
 
-def test_quantized_gguf_card_without_base_model_puts_the_record_on_hold(
+def test_card_without_base_model_holds_the_record_only_with_hold(
     cli, smollm2: Path, tmp_path: Path
 ) -> None:
-    record = _record(cli, smollm2)
+    record = _record(cli, smollm2, "--base-model", SMOL_ID)
     card = _card(tmp_path, "license: apache-2.0\n")
     code, out, _err = cli("card", "validate", card, "--record", record, "--json")
     report = json.loads(out)
-    assert code == 1
+    assert code == 1 and report["held"] is None
     assert report["missing"] == ["base_model", "base_model_relation"]
-    assert "base_model" in report["hold"]
-    shown = json.loads(cli("show", record, "--json")[1])
-    assert shown["state"]["state"] == "held" and "base_model" in shown["state"]["reason"]
+    assert json.loads(cli("show", record, "--json")[1])["record"]["state"]["state"] == "active"
+
+    code, out, _err = cli("card", "validate", card, "--record", record, "--hold", "--json")
+    report = json.loads(out)
+    assert code == 1 and "base_model" in report["held"]
+    state = json.loads(cli("show", record, "--json")[1])["record"]["state"]
+    assert state["state"] == "held" and "base_model" in state["reason"]
+
+
+def test_base_model_unknown_to_card_and_record_is_the_records_gap(
+    cli, smollm2: Path, tmp_path: Path
+) -> None:
+    record = _record(cli, smollm2)  # no --base-model: the record does not know it either
+    card = _card(tmp_path, "license: apache-2.0\n")
+    code, out, _ = cli("card", "validate", card, "--record", record, "--json")
+    report = json.loads(out)
+    assert (
+        code == 0
+        and report["clean"]
+        and report["missing"]
+        == [
+            "base_model",
+            "base_model_relation",
+        ]
+    )
+    assert {f["severity"] for f in report["findings"]} == {"warning"}
+    assert "--base-model" in report["findings"][0]["message"]
+    rendered = tmp_path / "rendered.md"
+    assert cli("card", "render", record, "--output", rendered)[0] == 0
+    code, out, _ = cli("card", "validate", rendered, "--record", record, "--json")
+    assert code == 0 and json.loads(out)["clean"]
 
 
 def test_rendered_card_validates_cleanly_against_its_record(

@@ -28,7 +28,10 @@ def _declare(spec: Path, build: str) -> None:
 
 
 def _deployable(cli, record: str, target: str) -> dict:  # type: ignore[no-untyped-def]
-    return json.loads(cli("show", record, "--json")[1])["deployability"][target]
+    shown = json.loads(cli("show", record, "--json")[1])
+    (verdict,) = [d for d in shown["deployability"] if d["target"] == target]
+    verdict["messages"] = [r["message"] for r in verdict["reasons"]]
+    return verdict  # type: ignore[no-any-return]
 
 
 def test_runtime_change_makes_evidence_stale_until_reverified(
@@ -43,18 +46,24 @@ def test_runtime_change_makes_evidence_stale_until_reverified(
     _declare(fleet, "b6001")
     verdict = _deployable(cli, record, "cpu-fleet")
     assert verdict["deployable"] is False
-    assert "stale: runtime changed (declared llama.cpp b6000 → b6001)" in verdict["reasons"]
+    assert verdict["messages"] == ["stale: runtime changed (declared llama.cpp b6000 → b6001)"]
+    assert verdict["stale"] and verdict["reasons"][0]["code"] == "stale_runtime"
+    assert verdict["reasons"][0]["hint"] == f"modelreg verify {record} --target cpu-fleet"
     code, out, _ = cli("list", "--deployable-on", "cpu-fleet", "--json")
-    (listed,) = json.loads(out)
-    assert listed["id"] == record and listed["deployable"] is False
+    (listed,) = json.loads(out)["records"]
+    assert listed["record"]["record_id"] == record
+    assert listed["deployability"]["deployable"] is False
     code, _, err = cli("promote", record, "--target", "cpu-fleet")
     assert code == 1 and "stale" in err
 
+    code, _, err = cli("verify", "--stale", "--target", "cpu-fleet", "--path", smollm2)
+    assert code == 2 and "--path applies to one record" in err
     code, out, _ = cli("verify", "--stale", "--target", "cpu-fleet", "--json")
-    assert code == 0 and [r["record_id"] for r in json.loads(out)] == [record]
+    runs = json.loads(out)["runs"]
+    assert code == 0 and [r["record"]["record_id"] for r in runs] == [record]
     assert _deployable(cli, record, "cpu-fleet")["deployable"] is True
     code, out, _ = cli("verify", "--stale", "--target", "cpu-fleet", "--json")
-    assert code == 0 and json.loads(out) == []
+    assert code == 0 and json.loads(out)["runs"] == []
 
 
 def test_hold_release_retire(cli, smollm2: Path, tmp_path: Path) -> None:
@@ -75,9 +84,9 @@ def test_hold_release_retire(cli, smollm2: Path, tmp_path: Path) -> None:
     assert cli("promote", second, "--target", "cpu")[0] == 0
 
     assert cli("hold", first, "--why", "license review")[0] == 0
-    assert "on hold: license review" in _deployable(cli, first, "cpu")["reasons"]
+    assert "on hold: license review" in _deployable(cli, first, "cpu")["messages"]
     code, _, err = cli("rollback", SMOL_ID, "--target", "cpu")
-    assert code == 1 and "license review" in err
+    assert code == 1 and "license review" in err and f"modelreg release {first}" in err
     assert cli("release", first)[0] == 0
     assert _deployable(cli, first, "cpu")["deployable"] is True
     assert cli("rollback", SMOL_ID, "--target", "cpu")[0] == 0
@@ -88,8 +97,9 @@ def test_hold_release_retire(cli, smollm2: Path, tmp_path: Path) -> None:
     code, _, err = cli("release", first)
     assert code == 2 and "retired" in err
     shown = json.loads(cli("show", first, "--json")[1])
-    assert shown["state"] == {"state": "retired", "reason": "superseded"}
-    assert shown["verifications"], "evidence is kept"
+    state = shown["record"]["state"]
+    assert (state["state"], state["reason"], state["actor"]) == ("retired", "superseded", "tester")
+    assert shown["runs"], "evidence is kept"
 
-    kinds = [e["kind"] for e in json.loads(cli("history", SMOL_ID, "--json")[1])]
+    kinds = [e["kind"] for e in json.loads(cli("history", SMOL_ID, "--json")[1])["events"]]
     assert {"hold", "release", "retire"} <= set(kinds)

@@ -15,27 +15,55 @@ def test_add_smollm2_records_the_facts(cli, smollm2: Path) -> None:
     code, out, _ = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SMOL_SOURCE, "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["created"] is True
-    manifest = data["manifest"]
+    assert data["created"] is True and data["schema_version"] == 1
+    record = data["record"]
+    assert record["model_id"] == SMOL_ID and record["license"] == "apache-2.0"
+    assert record["state"]["state"] == "active" and record["hold_reasons"] == []
+    (file,) = record["files"]
+    assert len(file["sha256"]) == 64 and file["bytes"] == 98_362_432
+
+    code, out, _ = cli("show", record["record_id"], "--json")
+    manifest = json.loads(out)["manifest"]
     assert manifest["parameters"]["total"] == {"value": 134_515_008, "provenance": "tensors"}
     assert round(manifest["quantization"]["bits_per_weight"], 2) == 5.74
     assert manifest["license"]["id"] == "apache-2.0"
-    assert manifest["files"][0]["sha256"] == data["manifest"]["files"][0]["sha256"]
-    assert len(manifest["files"][0]["sha256"]) == 64
+    assert manifest["files"][0]["sha256"] == file["sha256"]
 
     code, _, err = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SMOL_SOURCE)
     assert code == 0 and "already registered" in err
 
     code, out, _ = cli("list", "--json")
-    assert [r["id"] for r in json.loads(out)] == [data["record"]["id"]]
-    code, out, _ = cli("show", data["record"]["id"], "--json")
-    assert code == 0 and json.loads(out)["manifest"] == manifest
+    listed = json.loads(out)["records"]
+    assert [r["record"]["record_id"] for r in listed] == [record["record_id"]]
+    assert listed[0]["total_parameters"] == 134_515_008
+
+    code, out, _ = cli("list")
+    header, row = out.splitlines()
+    assert header.split() == [
+        "record",
+        "model",
+        "format",
+        "license",
+        "params",
+        "bpw",
+        "state",
+        "added",
+    ]
+    assert row.split()[:7] == [
+        record["record_id"],
+        SMOL_ID,
+        "gguf",
+        "apache-2.0",
+        "134,515,008",
+        "5.74",
+        "active",
+    ]
 
 
 def test_inspect_gemma_reports_nominal_and_real_bits(cli, gemma: Path) -> None:
     code, out, _ = cli("inspect", gemma, "--json")
     assert code == 0
-    quant = json.loads(out)["quantization"]
+    quant = json.loads(out)["manifest"]["quantization"]
     assert quant["nominal_file_type"] == "Q4_K_M"
     assert round(quant["bits_per_weight"], 2) == 7.36
 
@@ -68,7 +96,7 @@ def test_bad_inputs_are_exit_2(cli, smollm2: Path, tmp_path: Path) -> None:
         code, _out, err = cli(*args)
         assert code == 2, args
         assert "Traceback" not in err
-    assert cli("list", "--json")[1].strip() == "[]"
+    assert json.loads(cli("list", "--json")[1])["records"] == []
 
 
 def test_debug_variable_shows_tracebacks(cli, tmp_path: Path, monkeypatch) -> None:

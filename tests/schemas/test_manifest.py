@@ -13,9 +13,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_exported_json_schemas_are_current() -> None:
-    for name, schema in schemas().items():
+    exported = schemas()
+    for name, schema in exported.items():
         checked_in = (REPO / "schemas" / name).read_text(encoding="utf-8")
         assert checked_in == render(schema), f"schemas/{name} is stale: run `make schema`"
+    on_disk = {str(p.relative_to(REPO / "schemas")) for p in (REPO / "schemas").rglob("*.json")}
+    assert on_disk == set(exported), "schemas/ holds files no model exports: run `make schema`"
+
+
+def test_every_json_output_carries_a_schema_version() -> None:
+    from modelreg.schemas.output import COMMAND_OUTPUTS, ErrorOutput
+
+    for command, model in COMMAND_OUTPUTS.items():
+        if model is not ErrorOutput:
+            assert "schema_version" in model.model_fields, command
 
 
 @pytest.mark.parametrize(

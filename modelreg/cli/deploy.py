@@ -1,0 +1,364 @@
+"""Deploy-time commands: targets, verify, promote, rollback, status, history, hold, release,
+retire."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from modelreg.cli.main import (
+    JsonOption,
+    ModelArg,
+    RecordArg,
+    TargetOption,
+    WhyOption,
+    app,
+    registry,
+)
+from modelreg.cli.records import deployability_text
+from modelreg.cli.render import emit, human_bytes, out, say, table
+from modelreg.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from modelreg.schemas.output import (
+        DeployedOut,
+        RollbackOutput,
+        StateChangeOutput,
+        VerifyOutput,
+    )
+
+
+@app.command()
+def targets(ctx: typer.Context, json_out: JsonOption = False) -> int:
+    """List the targets: this host (cpu), Inferentia2 profiles, user-defined ones."""
+    from modelreg.api import targets as list_targets
+
+    listed = list_targets()
+    if json_out:
+        emit(listed)
+        return 0
+    rows = [
+        (
+            t.name,
+            t.kind,
+            human_bytes(t.memory_bytes),
+            t.neuron_cores or "",
+            "yes" if t.is_local else "",
+            t.origin if t.origin != "builtin" else "",
+            t.description,
+        )
+        for t in listed.targets
+    ]
+    print(table(rows, ["target", "kind", "memory", "cores", "here", "defined in", "description"]))
+    return 0
+
+
+def _verify_text(report: VerifyOutput) -> None:
+    rows = [(c.check, c.outcome.value, c.classification or "", c.summary) for c in report.checks]
+    print(table(rows, ["check", "outcome", "class", "summary"]))
+    verdict = report.deployability
+    if verdict.deployable:
+        say(f"{report.record.record_id} is deployable on {report.target}")
+    else:
+        why = "; ".join(r.message for r in verdict.reasons)
+        say(f"{report.record.record_id} is NOT deployable on {report.target}: {why}")
+
+
+def _finite(name: str, value: float | None) -> None:
+    if value is not None and not math.isfinite(value):
+        raise InvalidInput(f"{name} {value} must be a finite number")
+
+
+@app.command()
+def verify(
+    ctx: typer.Context,
+    record_ref: Annotated[
+        str | None, typer.Argument(metavar="[RECORD]", help="Record id or prefix.")
+    ] = None,
+    target: TargetOption = "cpu",
+    stale: Annotated[
+        bool,
+        typer.Option("--stale", help="Re-verify every record whose evidence on TARGET is stale."),
+    ] = False,
+    path: Annotated[
+        Path | None,
+        typer.Option("--path", help="Where the files are on this host (default: where added)."),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds a runtime check may take.")
+    ] = 300.0,
+    context: Annotated[
+        int | None, typer.Option("--context", min=1, help="Context tokens for the memory check.")
+    ] = None,
+    memory_limit_gib: Annotated[
+        float | None,
+        typer.Option(
+            "--memory-limit-gib",
+            min=0.01,
+            help="Address-space limit for runtime children; going over fails the check as crashed.",
+        ),
+    ] = None,
+    json_out: JsonOption = False,
+) -> int:
+    """Re-run the record's required checks on TARGET; exit 0 only if it is deployable there."""
+    _finite("--timeout", timeout)
+    _finite("--memory-limit-gib", memory_limit_gib)
+    limit = int(memory_limit_gib * 2**30) if memory_limit_gib else None
+    if stale:
+        if record_ref is not None:
+            raise InvalidInput("give either RECORD or --stale, not both")
+        if path is not None:
+            raise InvalidInput(
+                "--path applies to one record", "give RECORD with --path, or --stale without it"
+            )
+    elif record_ref is None:
+        raise InvalidInput("give a RECORD to verify (or --stale --target T)")
+    from modelreg.validators.base import VerifyOptions
+
+    options = VerifyOptions(timeout_seconds=timeout, context=context, memory_limit_bytes=limit)
+    if stale:
+        reports = registry(ctx).verify_stale(target, options=options)
+        if json_out:
+            emit(reports)
+        elif not reports.runs:
+            say(f"no stale evidence on {target}")
+        for r in reports.runs if not json_out else []:
+            out(f"{r.record.record_id}  {r.record.model_id}  {deployability_text(r.deployability)}")
+        return 0 if all(r.deployability.deployable for r in reports.runs) else 1
+
+    from modelreg.validators.child import RuntimeChild
+    from modelreg.validators.llama_child import CHILD_ARGV
+
+    assert record_ref is not None
+    # Started before the registry opens: llama_cpp imports while we read the database. The
+    # API uses it for a GGUF record and kills it otherwise.
+    warm = RuntimeChild(CHILD_ARGV, memory_limit_bytes=limit)
+    try:
+        report = registry(ctx).verify(
+            record_ref, target, path=path, options=options, warm_llama_child=warm
+        )
+    finally:
+        warm.discard()
+    if json_out:
+        emit(report)
+    else:
+        _verify_text(report)
+    return 0 if report.deployability.deployable else 1
+
+
+@app.command()
+def promote(
+    ctx: typer.Context,
+    record_ref: RecordArg,
+    target: TargetOption,
+    why: WhyOption = None,
+    json_out: JsonOption = False,
+) -> int:
+    """Make RECORD production on TARGET (refused unless it is deployable there)."""
+    result = registry(ctx).promote(record_ref, target, why=why)
+    if result.warning:
+        say(f"warning: {result.warning}")
+    if json_out:
+        emit(result)
+    else:
+        say(result.message)
+    return 0
+
+
+def _deployed_lines(label: str, unit: DeployedOut) -> None:
+    record = unit.record
+    out(f"{label:<11} {record.record_id}  (source {record.source or 'unknown'})")
+    verdict = unit.deployability
+    out(f"  now       {deployability_text(verdict)}")
+    if verdict.verified_at:
+        out(f"  verified  {verdict.verified_at:%Y-%m-%d %H:%M:%S} UTC on {unit.verified_on_host}")
+    if unit.runtime:
+        out("  runtime   " + ", ".join(f"{k} {v}" for k, v in sorted(unit.runtime.items())))
+    if unit.answered:
+        out(f"  answered  {unit.answered}")
+    out(f"  location  {record.location}")
+    for f in record.files:
+        out(f"  file      {f.path}  sha256:{f.sha256}")
+
+
+def _rollback_text(plan: RollbackOutput) -> None:
+    if plan.production:
+        _deployed_lines("production", plan.production)
+    if plan.candidate:
+        _deployed_lines("rollback to", plan.candidate)
+    if plan.rolled_back_from:
+        _deployed_lines("rolled back from", plan.rolled_back_from)
+    for rejected in plan.rejected:
+        out(f"not a candidate: {rejected.record_id} — {rejected.why}")
+
+
+@app.command()
+def rollback(
+    ctx: typer.Context,
+    model: ModelArg,
+    target: TargetOption,
+    apply: Annotated[bool, typer.Option("--apply", help="Make the candidate production.")] = False,
+    why: WhyOption = None,
+    json_out: JsonOption = False,
+) -> int:
+    """Name the last known-good record for MODEL on TARGET; --apply (with --why) makes it
+    production and holds the record rolled back from. Applying twice changes nothing."""
+    if apply and (why is None or not why.strip()):
+        raise InvalidInput("rollback --apply needs --why", "say why, e.g. --why 'incident 42'")
+    api = registry(ctx)
+    plan = api.rollback(model, target, why=why or "") if apply else api.rollback_plan(model, target)
+    if json_out:
+        emit(plan)
+        return 0
+    _rollback_text(plan)
+    say(plan.message)
+    if not apply and plan.candidate is not None:
+        say(f"to apply: modelreg rollback {model} --target {target} --apply --why '...'")
+    return 0
+
+
+@app.command()
+def status(
+    ctx: typer.Context,
+    model: Annotated[
+        str | None, typer.Argument(metavar="[MODEL]", help="Only this model, org/name.")
+    ] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Only this target.")] = None,
+    expect_sha256: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-sha256",
+            help="Deploy gate: exit 0 only if this sha256 is a file of MODEL's production "
+            "record on TARGET and that record is deployable there now.",
+        ),
+    ] = None,
+    json_out: JsonOption = False,
+) -> int:
+    """What runs where: model × target → production record, files, deployable now / stale /
+    held, promoted when, by whom, why."""
+    api = registry(ctx)
+    if expect_sha256 is not None:
+        if model is None or target is None:
+            raise InvalidInput("--expect-sha256 needs MODEL and --target")
+        gate = api.gate(model, target, expect_sha256)
+        report = api.status(model, target)
+        report.gate = gate
+        if json_out:
+            emit(report)
+        elif gate.passed:
+            say(
+                f"gate passed: {gate.sha256} is a file of {gate.record_id}, production for "
+                f"{model} on {target} and deployable there now"
+            )
+        else:
+            say("gate FAILED: " + "; ".join(r.message for r in gate.reasons))
+            for r in gate.reasons:
+                if r.hint:
+                    say(f"  fix: {r.hint}")
+        return 0 if gate.passed else 1
+    report = api.status(model, target)
+    if json_out:
+        emit(report)
+        return 0
+    if not report.entries:
+        say(
+            "nothing is production anywhere yet — promote a verified record with: "
+            "modelreg promote RECORD --target T"
+        )
+        return 0
+    rows = []
+    for e in report.entries:
+        v = e.deployability
+        now = (
+            "deployable"
+            if v.deployable
+            else "STALE"
+            if v.stale and not v.held
+            else ("HELD" if v.held else "FAILING")
+        )
+        rows.append(
+            (
+                e.model_id,
+                e.target,
+                e.record.record_id,
+                now,
+                f"{e.promotion.at:%Y-%m-%d %H:%M}",
+                e.promotion.actor,
+                f"{e.promotion.action}: {e.promotion.why or ''}".rstrip(": "),
+            )
+        )
+    print(table(rows, ["model", "target", "production", "now", "since", "by", "why"]))
+    for e in report.entries:
+        for f in e.record.files:
+            out(f"{e.record.record_id}  {f.path}  sha256:{f.sha256}  at {e.record.location}")
+        if not e.deployability.deployable:
+            for r in e.deployability.reasons:
+                out(
+                    f"{e.record.record_id}  on {e.target}: {r.message}"
+                    + (f" — fix: {r.hint}" if r.hint else "")
+                )
+    return 0
+
+
+@app.command()
+def history(ctx: typer.Context, model: ModelArg, json_out: JsonOption = False) -> int:
+    """Adds, verifications, promotions, rollbacks, holds of MODEL, oldest first."""
+    report = registry(ctx).history(model)
+    if json_out:
+        emit(report)
+        return 0
+    rows = [
+        (
+            f"{e.at:%Y-%m-%d %H:%M:%S}",
+            e.kind,
+            e.record_id or "",
+            e.target or "",
+            e.actor,
+            e.why or "",
+            e.summary,
+        )
+        for e in report.events
+    ]
+    print(table(rows, ["when", "event", "record", "target", "who", "why", "detail"]))
+    return 0
+
+
+def _state_change(result: StateChangeOutput, json_out: bool) -> int:
+    if json_out:
+        emit(result)
+    else:
+        say(result.message)
+    return 0
+
+
+@app.command()
+def hold(
+    ctx: typer.Context,
+    record_ref: RecordArg,
+    why: Annotated[str, typer.Option("--why", help="Why it is held (required).")],
+    json_out: JsonOption = False,
+) -> int:
+    """Put RECORD on hold: not deployable, not promotable, until released."""
+    return _state_change(registry(ctx).hold(record_ref, why), json_out)
+
+
+@app.command()
+def release(
+    ctx: typer.Context, record_ref: RecordArg, why: WhyOption = None, json_out: JsonOption = False
+) -> int:
+    """Release a held RECORD (facts missing from its manifest keep it on hold regardless)."""
+    return _state_change(registry(ctx).release(record_ref, why), json_out)
+
+
+@app.command()
+def retire(
+    ctx: typer.Context,
+    record_ref: RecordArg,
+    why: Annotated[str, typer.Option("--why", help="Why it is retired (required).")],
+    json_out: JsonOption = False,
+) -> int:
+    """Retire RECORD: kept with its evidence, never deployable or a rollback candidate again."""
+    return _state_change(registry(ctx).retire(record_ref, why), json_out)

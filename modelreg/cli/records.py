@@ -1,0 +1,358 @@
+"""Record commands: inspect, add, show, list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from modelreg.cli.main import JsonOption, RecordArg, app, registry
+from modelreg.cli.render import HashProgress, emit, human_bytes, out, say, table
+
+if TYPE_CHECKING:
+    from modelreg.schemas.output import DeployabilityOut, RecordOut
+
+PathsArg = Annotated[
+    list[str],
+    typer.Argument(
+        metavar="ARTIFACT...",
+        help="A .gguf file (any shard of a split set), a safetensors checkpoint directory, "
+        "a Neuron bundle directory, or hf://org/name@REV from the local Hugging Face cache.",
+    ),
+]
+TrustCacheOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-cache",
+        help="hf:// only: take LFS blob names as the files' sha256 instead of re-hashing.",
+    ),
+]
+ModelIdOption = Annotated[
+    str | None,
+    typer.Option("--model-id", help="Exact model id, org/name (hf:// sources: the repo id)."),
+]
+SourceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--source",
+        help="Immutable source pin: hf://org/name@<40-hex commit>, pypi://pkg==ver or "
+        "sha256:<64-hex>.",
+    ),
+]
+LicenseOption = Annotated[
+    str | None, typer.Option("--license", help="License id when the artifact declares none.")
+]
+PromptOption = Annotated[
+    list[str] | None,
+    typer.Option("--prompt", help="Golden prompt for the smoke check (repeatable)."),
+]
+ExpectOption = Annotated[
+    str | None,
+    typer.Option("--expect", help="Text every golden prompt's answer must contain (Paris)."),
+]
+EffectiveOption = Annotated[
+    int | None,
+    typer.Option(
+        "--effective-params",
+        help="Declared effective parameters (never computed), e.g. Gemma 3n E2B's.",
+    ),
+]
+EffectiveSourceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--effective-source",
+        help="Where the effective count is declared, with its condition (URL or card).",
+    ),
+]
+BaseModelOption = Annotated[
+    str | None,
+    typer.Option("--base-model", help="The model this artifact was made from, org/name."),
+]
+RecipeOption = Annotated[
+    Path | None,
+    typer.Option("--recipe", help="Quantization recipe YAML (tool, revision, scheme, ...)."),
+]
+
+
+def _options(
+    model_id: str | None,
+    source: str | None,
+    license_id: str | None,
+    prompt: list[str] | None,
+    expect: str | None,
+    recipe: Path | None,
+    effective: int | None,
+    effective_source: str | None,
+    base_model: str | None,
+) -> dict[str, Any]:
+    from modelreg.errors import InvalidInput
+
+    if expect is not None and not prompt:
+        raise InvalidInput("--expect needs --prompt", "give the prompt whose answer it checks")
+    for given in [*(prompt or []), *([expect] if expect is not None else [])]:
+        if not given.strip():
+            raise InvalidInput("--prompt and --expect must not be empty")
+    return {
+        "model_id": model_id,
+        "source": source,
+        "license_id": license_id,
+        "prompts": prompt or [],
+        "expect": expect or "Paris",
+        "recipe": recipe,
+        "effective_params": effective,
+        "effective_source": effective_source,
+        "base_model": base_model,
+    }
+
+
+@app.command()
+def inspect(
+    paths: PathsArg,
+    model_id: ModelIdOption = None,
+    source: SourceOption = None,
+    license_id: LicenseOption = None,
+    prompt: PromptOption = None,
+    expect: ExpectOption = None,
+    recipe: RecipeOption = None,
+    effective: EffectiveOption = None,
+    effective_source: EffectiveSourceOption = None,
+    base_model: BaseModelOption = None,
+    json_out: JsonOption = False,
+) -> int:
+    """Print the manifest that `add` would record (no database)."""
+    from modelreg.api import inspect as inspect_artifact
+    from modelreg.schemas.output import InspectOutput
+
+    options = _options(
+        model_id,
+        source,
+        license_id,
+        prompt,
+        expect,
+        recipe,
+        effective,
+        effective_source,
+        base_model,
+    )
+    built = inspect_artifact(paths, progress=HashProgress(), **options)
+    if json_out:
+        emit(
+            InspectOutput(
+                record_id=built.manifest.record_id,
+                manifest=built.manifest.model_dump(mode="json"),
+            )
+        )
+    else:
+        for line in manifest_lines(built.manifest):
+            out(line)
+    return 0
+
+
+@app.command()
+def add(
+    ctx: typer.Context,
+    paths: PathsArg,
+    model_id: ModelIdOption = None,
+    source: SourceOption = None,
+    license_id: LicenseOption = None,
+    prompt: PromptOption = None,
+    expect: ExpectOption = None,
+    recipe: RecipeOption = None,
+    effective: EffectiveOption = None,
+    effective_source: EffectiveSourceOption = None,
+    trust_cache: TrustCacheOption = False,
+    base_model: BaseModelOption = None,
+    json_out: JsonOption = False,
+) -> int:
+    """Record an artifact: identity, license, parameters, quantization, file digests."""
+    options = _options(
+        model_id,
+        source,
+        license_id,
+        prompt,
+        expect,
+        recipe,
+        effective,
+        effective_source,
+        base_model,
+    )
+    result = registry(ctx).add(paths, trust_cache=trust_cache, progress=HashProgress(), **options)
+    if json_out:
+        emit(result)
+        return 0
+    record = result.record
+    out(record.record_id)
+    say(
+        f"{'registered' if result.created else 'already registered'}: {record.record_id} "
+        f"({record.model_id})"
+    )
+    for reason in record.hold_reasons:
+        say(f"on hold: {reason}")
+    return 0
+
+
+def deployability_text(verdict: DeployabilityOut) -> str:
+    if verdict.deployable:
+        return "deployable"
+    return "NOT deployable — " + "; ".join(r.message for r in verdict.reasons)
+
+
+def state_text(record: RecordOut) -> str:
+    if record.state.state == "active":
+        return "held (facts unknown)" if record.hold_reasons else "active"
+    return record.state.state
+
+
+@app.command()
+def show(ctx: typer.Context, record_ref: RecordArg, json_out: JsonOption = False) -> int:
+    """One record: manifest, state, where it is production, deployability, evidence."""
+    from modelreg.schemas.manifest import Manifest
+
+    shown = registry(ctx).show(record_ref)
+    if json_out:
+        emit(shown)
+        return 0
+    record = shown.record
+    out(
+        f"record     {record.record_id}   (added {record.created_at:%Y-%m-%d %H:%M} by "
+        f"{record.created_by})"
+    )
+    out(f"location   {record.location}")
+    for line in manifest_lines(Manifest.model_validate(shown.manifest)):
+        out(line)
+    out(
+        f"state      {state_text(record)}"
+        + (f": {record.state.reason}" if record.state.reason else "")
+    )
+    for p in shown.production:
+        out(
+            f"production on {p.target} since {p.at:%Y-%m-%d %H:%M} by {p.actor}"
+            + (f" ({p.why})" if p.why else "")
+        )
+    for verdict in shown.deployability:
+        out(f"on {verdict.target:<12} {deployability_text(verdict)}")
+    if shown.runs:
+        out()
+        rows = [
+            (
+                f"{c.finished_at:%Y-%m-%d %H:%M:%S}",
+                run.target,
+                c.check,
+                c.outcome.value,
+                c.classification or "",
+                c.summary,
+            )
+            for run in shown.runs
+            for c in run.checks
+        ]
+        print(table(rows, ["when", "target", "check", "outcome", "class", "summary"]))
+        failing = [
+            (run.target, c, g)
+            for run in shown.runs[-1:]
+            for c in run.checks
+            for g in c.evidence.get("generations", [])
+            if isinstance(g, dict) and g.get("classification") not in (None, "pass")
+        ]
+        for target, check, gen in failing:
+            out(
+                f"failed case on {target} ({check.check}): {gen.get('prompt')!r} -> "
+                f"{gen.get('output')!r} [{gen.get('classification')}]"
+            )
+    return 0
+
+
+@app.command("list")
+def list_records(
+    ctx: typer.Context,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model id.")] = None,
+    deployable_on: Annotated[
+        str | None,
+        typer.Option(
+            "--deployable-on",
+            help="Only records deployable on this target now (stale evidence is listed "
+            "with the runtime change that made it stale).",
+        ),
+    ] = None,
+    state: Annotated[
+        str | None,
+        typer.Option("--state", help="Only records in this state: active, held, retired."),
+    ] = None,
+    json_out: JsonOption = False,
+) -> int:
+    """List records, oldest first, with their state (and deployability with --deployable-on)."""
+    listed = registry(ctx).records(model, deployable_on=deployable_on, state=state)
+    if json_out:
+        emit(listed)
+        return 0
+    if not listed.records:
+        if deployable_on:
+            say(
+                f"no record is deployable on {deployable_on} — verify one with: modelreg verify "
+                f"RECORD --target {deployable_on}"
+            )
+        else:
+            say("no records — add one with: modelreg add FILE.gguf --model-id org/name --source …")
+        return 0
+    headers = ["record", "model", "format", "license", "params", "bpw", "state", "added"]
+    if deployable_on:
+        headers.append(f"on {deployable_on}")
+    rows = []
+    for item in listed.records:
+        r = item.record
+        row = [
+            r.record_id,
+            r.model_id,
+            r.format,
+            r.license or "unknown",
+            f"{item.total_parameters:,}" if item.total_parameters is not None else "unknown",
+            f"{item.bits_per_weight:.2f}" if item.bits_per_weight else "",
+            state_text(r),
+            f"{r.created_at:%Y-%m-%d %H:%M}",
+        ]
+        if item.deployability is not None:
+            row.append(deployability_text(item.deployability))
+        rows.append(row)
+    print(table(rows, headers))
+    return 0
+
+
+def _count(c: Any) -> str:
+    return "unknown" if c.value is None else f"{c.value:,} ({c.provenance})"
+
+
+def manifest_lines(m: Any) -> list[str]:
+    lines = [
+        f"model      {m.model_id or 'unknown'}",
+        f"source     {m.source or 'unknown'}",
+        f"license    {m.license.id or 'unknown'} (from {m.license.source})",
+        f"base model {m.base_model or 'unknown'}",
+        f"format     {m.format}   runtime {m.runtime.runtime}",
+    ]
+    a = m.architecture
+    if a.architecture:
+        lines.append(
+            f"arch       {a.architecture}  layers {a.block_count}  hidden {a.embedding_length}  "
+            f"heads {a.head_count}/{a.head_count_kv} kv  context {a.context_length}"
+            + (f"  experts {a.expert_used_count}/{a.expert_count}" if a.expert_count else "")
+        )
+    p = m.parameters
+    lines += [
+        f"params     total {_count(p.total)}",
+        f"           non-embedding {_count(p.non_embedding)}",
+        f"           active {_count(p.active)}   effective {_count(p.effective)}",
+    ]
+    q = m.quantization
+    if q:
+        by_count = sorted(q.tensor_types.items(), key=lambda kv: (-kv[1].tensors, kv[0]))
+        hist = ", ".join(f"{k} {v.tensors}" for k, v in by_count)
+        bpw = f"{q.bits_per_weight:.2f}" if q.bits_per_weight is not None else "unknown"
+        lines.append(
+            f"quant      {q.nominal_file_type or 'unknown'} nominal, {bpw} real bits/weight"
+        )
+        lines.append(f"           tensors: {hist}")
+    for f in m.files:
+        lines.append(f"file       {f.path}  {human_bytes(f.bytes)}  sha256:{f.sha256}")
+    for reason in m.hold_reasons:
+        lines.append(f"HOLD       {reason}")
+    return lines

@@ -1,0 +1,186 @@
+"""Registry-wide commands: diff, fit, export, import, db upgrade."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from modelreg.cli.main import JsonOption, TargetOption, app, registry
+from modelreg.cli.render import emit, out, say, table
+from modelreg.errors import InvalidInput
+
+RefArg = Annotated[str, typer.Argument(help="Record id/prefix or manifest .json.")]
+
+
+@app.command()
+def diff(
+    ctx: typer.Context,
+    a: Annotated[str, typer.Argument(metavar="A", help="Record id/prefix or manifest .json.")],
+    b: Annotated[str, typer.Argument(metavar="B", help="Record id/prefix or manifest .json.")],
+    json_out: JsonOption = False,
+) -> int:
+    """What changed from A to B: identity, source, license, ledger, weights, quantization,
+    tokenizer/template, config, runtime, files. Exit 0 even when they differ."""
+    from modelreg import api
+
+    if all(Path(r).suffix == ".json" and Path(r).is_file() for r in (a, b)):
+        from modelreg.schemas.manifest import read_manifest_file
+
+        result = api.diff(a, read_manifest_file(Path(a)), b, read_manifest_file(Path(b)))
+    else:
+        result = registry(ctx).diff(a, b)
+    if json_out:
+        emit(result)
+        return 0
+    out(f"a: {result.a}")
+    out(f"b: {result.b}")
+    for note in result.notes:
+        out(note)
+    rows = [(name, "changed" if s.changed else "same") for name, s in result.sections.items()]
+    print(table(rows, ["section", ""]))
+    if result.attribution_warning:
+        say(f"warning: {result.attribution_warning}")
+    return 0
+
+
+def _positive_finite(name: str, value: float, low: float = 0.0, high: float | None = None) -> None:
+    if not math.isfinite(value) or value < low or (high is not None and value >= high):
+        bound = f" and below {high}" if high is not None else ""
+        raise InvalidInput(f"{name} {value} must be a finite number ≥ {low}{bound}")
+
+
+@app.command()
+def fit(
+    ctx: typer.Context,
+    record_ref: Annotated[
+        str, typer.Argument(metavar="RECORD", help="Record id/prefix, or a manifest .json file.")
+    ],
+    target: TargetOption = "cpu",
+    context: Annotated[
+        int | None, typer.Option("--context", min=1, help="Tokens of context per sequence.")
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Sequences held at once.")
+    ] = 1,
+    kv_dtype: Annotated[
+        str, typer.Option("--kv-dtype", help="KV cache element type: f16, q8_0, q4_0, f32.")
+    ] = "f16",
+    overhead: Annotated[
+        float, typer.Option("--overhead", help="Runtime overhead as a fraction of weights.")
+    ] = 0.10,
+    headroom: Annotated[
+        float, typer.Option("--headroom", help="Fraction of memory kept free.")
+    ] = 0.10,
+    json_out: JsonOption = False,
+) -> int:
+    """Weights + KV cache + overhead against TARGET's memory; exit 0 only if it fits."""
+    from modelreg import api
+
+    _positive_finite("--overhead", overhead)
+    _positive_finite("--headroom", headroom, high=1.0)
+    options = {
+        "context": context,
+        "concurrency": concurrency,
+        "kv_dtype": kv_dtype,
+        "overhead": overhead,
+        "headroom": headroom,
+    }
+    path = Path(record_ref)
+    if path.suffix == ".json" and path.is_file():
+        from modelreg.schemas.manifest import read_manifest_file
+        from modelreg.targets import get_target
+
+        result = api.fit(record_ref, read_manifest_file(path), get_target(target), **options)
+    else:
+        result = registry(ctx).fit(record_ref, target, **options)
+    if json_out:
+        emit(result)
+        return 0 if result.fits else 1
+    rows = [
+        (
+            line.name,
+            "unknown" if line.sizes.bytes is None else f"{line.sizes.bytes:,}",
+            "" if line.sizes.GB is None else f"{line.sizes.GB:.3f}",
+            "" if line.sizes.GiB is None else f"{line.sizes.GiB:.3f}",
+            line.note,
+        )
+        for line in result.lines
+    ]
+    print(table(rows, ["", "bytes", "GB", "GiB", "note"]))
+    out(
+        f"verdict: {result.verdict}" + (f" — {'; '.join(result.reasons)}" if result.reasons else "")
+    )
+    for note in result.detail.get("kv_cache", {}).get("notes", []):
+        out(f"note: {note}")
+    return 0 if result.fits else 1
+
+
+@app.command("export")
+def export(
+    ctx: typer.Context,
+    output: Annotated[Path | None, typer.Argument(help="File to write (default: stdout).")] = None,
+    json_out: JsonOption = False,
+) -> int:
+    """Write the whole registry as JSON lines (records, evidence, promotions, states, events),
+    ending with a trailer (row counts and a digest): a cut-short file is refused by import."""
+    if output is None and json_out:
+        raise InvalidInput("--json needs an output FILE (stdout carries the export itself)")
+    result = registry(ctx).export(output)
+    if json_out:
+        emit(result)
+    else:
+        say(
+            f"exported {result.rows} rows"
+            + (f" to {output}" if output else "")
+            + f" (sha256 {result.sha256})"
+        )
+    return 0
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="A file written by modelreg export.")],
+    json_out: JsonOption = False,
+) -> int:
+    """Load an export into this registry, all or nothing (e.g. SQLite -> PostgreSQL)."""
+    result = registry(ctx).import_(path)
+    if json_out:
+        emit(result)
+    else:
+        say("imported " + ", ".join(f"{n} {kind}s" for kind, n in sorted(result.counts.items())))
+    return 0
+
+
+db_app = typer.Typer(help="The registry database: schema upgrades.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("upgrade")
+def db_upgrade(ctx: typer.Context, json_out: JsonOption = False) -> int:
+    """Upgrade the registry's schema to this modelreg's (safe to run from many hosts at once).
+    A shared PostgreSQL registry is upgraded only this way; SQLite upgrades itself."""
+    from modelreg import api, config
+    from modelreg.registry.db import redact
+    from modelreg.schemas.output import DbOutput
+
+    db = ctx.obj.get("db") if ctx.obj else None
+    before, after = api.upgrade(db)
+    result = DbOutput(
+        url=redact(config.database_url(db)),
+        revision_before=before,
+        revision=after,
+        changed=before != after,
+    )
+    if json_out:
+        emit(result)
+    else:
+        say(
+            f"schema upgraded {before or 'empty'} → {after}"
+            if result.changed
+            else f"schema already at {after}"
+        )
+    return 0

@@ -1,0 +1,378 @@
+"""The JSON contract: one pydantic model per command's ``--json`` output (and per HTTP API
+response). Every top-level output carries ``schema_version``; a record is always a
+``RecordOut`` object and its id is always spelled ``record_id``.
+
+The schemas are exported to ``schemas/cli/`` (``make schema``; a test fails when stale).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from modelreg.schemas.verification import CheckResult
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Output(_Out):
+    """Base of every top-level output."""
+
+    schema_version: Literal[1] = 1
+
+
+class ReasonOut(_Out):
+    """Why something is not deployable: a stable code, a message, the command that fixes it."""
+
+    code: str
+    message: str
+    hint: str | None = None
+
+
+class FileOut(_Out):
+    path: str
+    bytes: int | None
+    sha256: str | None
+
+
+class StateOut(_Out):
+    state: Literal["active", "held", "retired"]
+    reason: str | None = None
+    at: datetime | None = None
+    actor: str | None = None
+
+
+class RecordOut(_Out):
+    """One recorded artifact, as every command shows it."""
+
+    record_id: str
+    model_id: str
+    format: str
+    source: str | None
+    license: str | None
+    location: str = Field(description="Where the files were when the record was added.")
+    files: list[FileOut]
+    state: StateOut
+    hold_reasons: list[str] = Field(description="Facts the manifest does not know.")
+    created_at: datetime
+    created_by: str
+
+
+class DeployabilityOut(_Out):
+    record_id: str
+    target: str
+    deployable: bool
+    stale: bool
+    held: bool
+    reasons: list[ReasonOut]
+    run_id: str | None = None
+    verified_at: datetime | None = None
+
+
+class PromotionOut(_Out):
+    model_id: str
+    target: str
+    record_id: str
+    previous_record_id: str | None
+    action: Literal["promote", "rollback"]
+    at: datetime
+    actor: str
+    why: str | None
+
+
+class RunOut(_Out):
+    """One verify run of a record on a target: every check, with evidence."""
+
+    run_id: str
+    target: str
+    host: str
+    fingerprint: dict[str, str]
+    checks: list[CheckResult]
+
+
+class ErrorBody(_Out):
+    code: str
+    message: str
+    hint: str | None = None
+
+
+class ErrorOutput(_Out):
+    """What ``--json`` prints on stdout when a command fails (the exit code says how)."""
+
+    error: ErrorBody
+
+
+# -- records ----------------------------------------------------------------------------
+
+
+class InspectOutput(Output):
+    record_id: str = Field(description="The id `add` would give this artifact.")
+    manifest: dict[str, Any]
+
+
+class AddOutput(Output):
+    created: bool
+    record: RecordOut
+    manifest: dict[str, Any]
+
+
+class ShowOutput(Output):
+    record: RecordOut
+    manifest: dict[str, Any]
+    production: list[PromotionOut] = Field(description="Where this record is production now.")
+    deployability: list[DeployabilityOut]
+    runs: list[RunOut]
+
+
+class ListItem(_Out):
+    record: RecordOut
+    total_parameters: int | None
+    bits_per_weight: float | None
+    deployability: DeployabilityOut | None = None
+
+
+class ListOutput(Output):
+    target: str | None = None
+    records: list[ListItem]
+
+
+# -- deploy -----------------------------------------------------------------------------
+
+
+class VerifyOutput(Output):
+    record: RecordOut
+    target: str
+    run_id: str
+    passed: bool
+    deployability: DeployabilityOut
+    checks: list[CheckResult]
+
+
+class VerifyStaleOutput(Output):
+    target: str
+    runs: list[VerifyOutput]
+
+
+class PromoteOutput(Output):
+    changed: bool
+    message: str
+    promotion: PromotionOut | None
+    warning: str | None = None
+
+
+class DeployedOut(_Out):
+    """A record as deployed on a target: the record, whether it may run there now, and the
+    evidence that says so (runtime fingerprint, host, what it answered)."""
+
+    record: RecordOut
+    deployability: DeployabilityOut
+    verified_on_host: str | None
+    runtime: dict[str, str] = Field(description="The runtime fingerprint of its latest run.")
+    answered: list[str] = Field(description="Outputs of its latest generation check.")
+
+
+class RejectedCandidate(_Out):
+    record_id: str
+    why: str
+    hint: str | None = None
+
+
+class RollbackOutput(Output):
+    model_id: str
+    target: str
+    production: DeployedOut | None = Field(description="Production after this command.")
+    candidate: DeployedOut | None = Field(description="What --apply would make production.")
+    rolled_back_from: DeployedOut | None = Field(
+        default=None, description="With --apply: the record production left (now held)."
+    )
+    applied: PromotionOut | None = None
+    held: str | None = Field(default=None, description="The record rolled back from, now held.")
+    already_rolled_back: PromotionOut | None = Field(
+        default=None, description="Set when production was put there by a rollback already."
+    )
+    rejected: list[RejectedCandidate] = Field(default_factory=list)
+    message: str
+
+
+class StateChangeOutput(Output):
+    record: RecordOut
+    action: Literal["hold", "release", "retire"]
+    changed: bool
+    production_on: list[str] = Field(
+        description="Targets on which this record is production right now."
+    )
+    message: str
+
+
+class StatusEntry(_Out):
+    model_id: str
+    target: str
+    record: RecordOut
+    deployability: DeployabilityOut
+    promotion: PromotionOut
+
+
+class GateOutput(_Out):
+    model_id: str
+    target: str
+    sha256: str
+    passed: bool
+    record_id: str | None
+    reasons: list[ReasonOut]
+
+
+class StatusOutput(Output):
+    entries: list[StatusEntry]
+    gate: GateOutput | None = None
+
+
+class EventOut(_Out):
+    id: int
+    at: datetime
+    actor: str
+    kind: str
+    record_id: str | None
+    target: str | None
+    why: str | None
+    summary: str = Field(description="What happened, in words (from the rules, not stored text).")
+    detail: dict[str, Any]
+
+
+class HistoryOutput(Output):
+    model_id: str
+    events: list[EventOut]
+
+
+# -- other commands ---------------------------------------------------------------------
+
+
+class TargetOut(_Out):
+    name: str
+    kind: str
+    description: str
+    memory_bytes: int | None
+    neuron_cores: int
+    hbm_bytes: int
+    is_local: bool
+    origin: str
+    cpu_flags: list[str] | None
+    runtime: dict[str, str]
+
+
+class TargetsOutput(Output):
+    targets: list[TargetOut]
+
+
+class DiffSection(_Out):
+    changed: bool
+    a: Any
+    b: Any
+
+
+class DiffOutput(Output):
+    a: str
+    b: str
+    same_model: bool
+    metadata_only: bool | None
+    changed: list[str]
+    changed_dimensions: list[str]
+    attribution_warning: str | None
+    notes: list[str]
+    sections: dict[str, DiffSection]
+
+
+class Sizes(_Out):
+    bytes: int | None
+    GB: float | None
+    GiB: float | None
+
+
+class FitLine(_Out):
+    key: str = Field(description="Stable name: weights, kv_cache, overhead, total, budget, …")
+    name: str
+    sizes: Sizes
+    note: str = ""
+
+
+class FitOutput(Output):
+    record: str
+    target: str
+    kind: Literal["cpu", "neuron"]
+    verdict: str
+    fits: bool | None
+    reasons: list[str]
+    lines: list[FitLine]
+    detail: dict[str, Any]
+
+
+class ExportOutput(Output):
+    path: str | None
+    rows: int
+    sha256: str
+
+
+class ImportOutput(Output):
+    path: str
+    sha256: str
+    counts: dict[str, int]
+
+
+class CardFinding(_Out):
+    severity: str
+    field: str
+    message: str
+    expected: Any = None
+    found: Any = None
+
+
+class CardValidateOutput(Output):
+    card: str
+    record_id: str | None
+    clean: bool
+    missing: list[str]
+    held: str | None = Field(default=None, description="The hold applied (only with --hold).")
+    findings: list[CardFinding]
+
+
+class CardRenderOutput(Output):
+    record_id: str
+    path: str | None
+    text: str
+
+
+class DbOutput(Output):
+    url: str
+    revision_before: str | None
+    revision: str
+    changed: bool
+
+
+# Exported as schemas/cli/<name>.schema.json.
+COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
+    "error": ErrorOutput,
+    "inspect": InspectOutput,
+    "add": AddOutput,
+    "show": ShowOutput,
+    "list": ListOutput,
+    "verify": VerifyOutput,
+    "verify-stale": VerifyStaleOutput,
+    "promote": PromoteOutput,
+    "rollback": RollbackOutput,
+    "hold": StateChangeOutput,
+    "release": StateChangeOutput,
+    "retire": StateChangeOutput,
+    "status": StatusOutput,
+    "history": HistoryOutput,
+    "targets": TargetsOutput,
+    "diff": DiffOutput,
+    "fit": FitOutput,
+    "export": ExportOutput,
+    "import": ImportOutput,
+    "card-validate": CardValidateOutput,
+    "card-render": CardRenderOutput,
+    "db-upgrade": DbOutput,
+}
