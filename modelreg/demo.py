@@ -2,8 +2,9 @@
 
 add → verify (passes) → promote SmolLM2; a second SmolLM2 build with its own golden prompt is
 verified and promoted; Gemma 3 270M (a base model) fails the Paris check with wrong_answer and
-cannot be promoted; then the incident: rollback names the last known-good SmolLM2 build and
---apply restores it; history shows every step.
+cannot be promoted; then the incident: rollback names the last known-good SmolLM2 build,
+--apply restores it and holds the bad one, a second --apply changes nothing; the deploy gate
+checks a digest; history shows every step and status ends with what runs where.
 """
 
 from __future__ import annotations
@@ -94,8 +95,19 @@ def main() -> None:
         "--why",
         "incident: second build misbehaves",
     )
+    print("\n== Running it again during the incident is safe: nothing changes")
+    modelreg("rollback", SMOLLM2_MODEL_ID, "--target", "cpu", "--apply", "--why", "incident")
+
+    print("\n== The deploy pipeline's gate: is this file what production should run?")
+    from modelreg.manifests.digest import sha256_files
+
+    (digest,) = sha256_files([Path(smol)])
+    modelreg("status", SMOLLM2_MODEL_ID, "--target", "cpu", "--expect-sha256", digest)
     modelreg("history", SMOLLM2_MODEL_ID)
     modelreg("list")
+
+    print("\n== What runs where")
+    modelreg("status")
     print(f"\ndemo registry: {DEMO_HOME / 'registry.db'}")
 
 
