@@ -1,6 +1,7 @@
 """Model-card validator: the claims a card publishes, checked against the record's facts.
 
-The YAML front matter is read with huggingface_hub's card classes, offline. Besides the Hub's
+The YAML front matter is found where huggingface_hub finds it and read as plain data (no
+anchors or aliases: ``modelreg.safeyaml``), offline. Besides the Hub's
 own fields (``license``, ``base_model``, ``base_model_relation``, ``model_name``) modelreg reads
 these optional claims: ``total_parameters``, ``active_parameters``, ``effective_parameters``
 with ``effective_parameters_condition``, and ``context_length``. Size labels are read from
