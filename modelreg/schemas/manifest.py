@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from modelreg.errors import InvalidInput, MovingReference
+from modelreg.jsonio import read_json_file
 
 SCHEMA_VERSION = 1
 
@@ -407,14 +408,7 @@ MAX_MANIFEST_BYTES = 16 << 20
 
 def read_manifest_file(path: Path) -> Manifest:
     """A manifest from a JSON file (a reference manifest, an export); one-line errors."""
-    try:
-        if path.stat().st_size > MAX_MANIFEST_BYTES:
-            raise InvalidInput(f"{path}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidInput(f"{path}: file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{path}: not valid JSON: {exc}") from None
+    data = read_json_file(path, max_bytes=MAX_MANIFEST_BYTES, what="manifest")
     if not isinstance(data, dict):
         raise InvalidInput(f"{path}: a manifest is a JSON object")
     return load_manifest(data, origin=str(path))
