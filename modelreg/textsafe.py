@@ -56,7 +56,7 @@ def for_terminal(text: str) -> str:
 _MARKDOWN_BACKSLASHED = frozenset("\\`*_~[]|#")
 _MARKDOWN_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 # Text that starts a block (list item, setext underline, ordered list) if it begins a line.
-_MARKDOWN_BLOCK_START = re.compile(r"[-+=]|\d+[.)]")
+_MARKDOWN_BLOCK_START = re.compile(r"[-+=]|\d{1,9}[.)](?=\s|$)")
 # GFM turns bare URLs and www. names into links ("autolink literals"); an escaped character
 # inside the trigger stops that without changing what the text says.
 _MARKDOWN_AUTOLINK = re.compile(r"(?i)(?<=[a-z0-9])(:)(?=//)|(?<=www)(\.)|(@)")

@@ -72,6 +72,8 @@ MARKDOWN_ATTACKS = [
     "\\| \\<b\\> \\",
     "- list item",
     "1. ordered",
+    "2)",
+    "0.3.36",
     "> quote",
     "a\x1b[31m\u202e",
     "====",
@@ -148,3 +150,10 @@ def test_mixed_scripts_are_named() -> None:
 @pytest.mark.parametrize("text", ["google/gemma-3", "模型/名字", "Ελληνικά"])
 def test_nothing_to_warn_about(text: str) -> None:
     assert confusable_warning(text) is None
+
+
+@pytest.mark.parametrize(
+    "value", ["apache-2.0", "llama-cpp-python 0.3.36", "google/gemma-3-270m", "cpu flags sha256:ab"]
+)
+def test_markdown_leaves_ordinary_values_alone(value: str) -> None:
+    assert for_markdown(value) == value

@@ -24,6 +24,8 @@ from modelreg.schemas.manifest import MODEL_ID_RE, Count, Manifest
 
 Severity = Literal["error", "warning", "info"]
 _HEADING_RE = re.compile(r"^#\s+(.+)$", re.MULTILINE)
+# A backslash before ASCII punctuation is a Markdown escape (``card render`` writes them).
+_MARKDOWN_ESCAPE_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,7 @@ def _check_claims(
     heading = _HEADING_RE.search(body)
     for source, text in (
         ("model_name", meta.get("model_name")),
-        ("heading", heading.group(1) if heading else None),
+        ("heading", _MARKDOWN_ESCAPE_RE.sub(r"\1", heading.group(1)) if heading else None),
     ):
         label = parse_size_label(text) if isinstance(text, str) else None
         if label is None:
