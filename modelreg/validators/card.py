@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from modelreg.errors import InvalidInput
 from modelreg.manifests.card import is_quantized
 from modelreg.manifests.hf import read_card_front_matter
 from modelreg.manifests.size_label import check_size_label, parse_size_label
 from modelreg.registry.store import Record, Registry
-from modelreg.schemas.licenses import KNOWN_LICENSES
+from modelreg.schemas.licenses import KNOWN_LICENSES, license_id_problem
 from modelreg.schemas.manifest import MODEL_ID_RE, Count, Manifest
 
 Severity = Literal["error", "warning", "info"]
@@ -92,6 +93,11 @@ def validate_card(path: Path, manifest: Manifest | None = None) -> CardReport:
         report.add("error", "front matter", "the card has no YAML front matter")
 
     license_ = meta.get("license")
+    if isinstance(license_, str) and license_.strip():
+        # Newlines, markup or control characters are not a wrong license but a broken card.
+        problem = license_id_problem(license_.strip())
+        if problem:
+            raise InvalidInput(f"{path}: front matter {problem}")
     if not isinstance(license_, str) or license_.strip().lower() in ("", "unknown"):
         report.require("license", "a card must state its license")
     else:
