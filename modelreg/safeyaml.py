@@ -8,7 +8,8 @@ The loader itself refuses what plain data never needs and an attacker does:
 - nesting deeper than ``max_depth``: composing is recursive, so ``[[[[…`` ends in a
   ``RecursionError``;
 - mapping keys that are not strings (``1:``, ``yes:``, ``null:``, ``[a]:``), which the code
-  reading the data would trip over;
+  reading the data would trip over, and keys given twice (a reader takes the last, a person
+  reading the file the first);
 - ``.inf``, ``.nan`` and integers beyond 64 bits, never a meaningful size, count or limit.
 
 Every problem is one ``InvalidInput`` (``InvalidArtifact`` for the file itself) naming the file,
@@ -76,6 +77,7 @@ def _loader_class() -> type:
                 self.depth -= 1
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[str] = set()
             for key_node, _ in node.value:
                 if key_node.tag == _MERGE_TAG:
                     raise _Refused(
@@ -89,6 +91,13 @@ def _loader_class() -> type:
                     else:
                         why = "a mapping key is not a string"
                     raise _Refused(why, key_node.start_mark)
+                if key_node.value in seen:
+                    # The reader would take the last one, a person the first.
+                    raise _Refused(
+                        f"mapping key '{for_terminal(key_node.value[:40])}' appears twice",
+                        key_node.start_mark,
+                    )
+                seen.add(key_node.value)
             return super().construct_mapping(node, deep=deep)
 
         def construct_bounded_int(self, node: Any) -> int:

@@ -39,6 +39,7 @@ def test_plain_data_loads_as_safe_load_would() -> None:
         ("1: one\n", "mapping key '1' is not a string"),
         ("yes: a\n", "mapping key 'yes' is not a string"),
         ("? [a, b]\n: c\n", "a mapping key is not a string"),
+        ("license: mit\nbase: x\nlicense: other\n", "mapping key 'license' appears twice.* line 3"),
         ("memory_gib: .inf\n", "'.inf' is not a finite number"),
         ("x: .NaN\n", "'.NaN' is not a finite number"),
         ("x: 9223372036854775808\n", "does not fit in 64 bits"),
