@@ -70,19 +70,25 @@ class CardReport:
 
 
 def _int(value: Any) -> int | None:
+    """A count claimed in the front matter (an int, "1,234" or a size label); None when it is
+    not one, or not a count at all (beyond 64 bits: a ratio against it would overflow)."""
     if isinstance(value, bool):
         return None
+    number: int | None = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, str):
         label = parse_size_label(value.replace(" ", ""))
         if label is not None and label.total is not None and label.active is None:
-            return label.total
-        try:
-            return int(value.replace(",", "").replace("_", ""))
-        except ValueError:
-            return None
-    return None
+            number = label.total
+        else:
+            try:
+                number = int(value.replace(",", "").replace("_", ""))
+            except ValueError:
+                return None
+    if number is None or not -(2**63) <= number < 2**63:
+        return None
+    return number
 
 
 def validate_card(path: Path, manifest: Manifest | None = None) -> CardReport:
