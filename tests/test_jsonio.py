@@ -117,3 +117,11 @@ def test_json_file_size_is_bounded_while_reading(tmp_path: Path) -> None:
     path.write_text("[" + "0," * 100 + "0]")
     with pytest.raises(InvalidArtifact, match="config larger than 50 bytes"):
         read_json_file(path, max_bytes=50, what="config")
+
+
+@given(st.text(alphabet=st.sampled_from('[]{}",:0123456789.eE-+\\ntrufalsNIy \x00'), max_size=300))
+def test_any_text_parses_or_is_one_value_error(text: str) -> None:
+    try:
+        parse_json(text, max_depth=3)
+    except ValueError as exc:
+        assert "\n" not in str(exc)

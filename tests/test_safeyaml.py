@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from modelreg.errors import InvalidArtifact, InvalidInput
 from modelreg.manifests.hf import read_card_front_matter
@@ -136,3 +138,15 @@ def test_yaml_file_size_and_encoding_are_checked(tmp_path: Path) -> None:
         read_yaml_file(path, max_bytes=100, what="targets file")
     with pytest.raises(InvalidArtifact, match="targets file not found"):
         read_yaml_file(tmp_path / "missing.yaml", max_bytes=100, what="targets file")
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from("[]{}&*!|>-:?,'\"#%@`\n\t 0123456789.eE+aoyn~<<"), max_size=200
+    )
+)
+def test_any_text_loads_or_is_one_invalid_input_line(text: str) -> None:
+    try:
+        load_yaml(text, origin="fuzz.yaml", max_depth=4)
+    except InvalidInput as exc:
+        assert str(exc).startswith("fuzz.yaml: ") and "\n" not in str(exc)
