@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from modelreg.jsonio import parse_json
+
 STDERR_TAIL_CHARS = 4000
 
 
@@ -136,9 +138,9 @@ class RuntimeChild:
         if status == "ok":
             try:
                 lines = out.decode("utf-8", errors="replace").strip().splitlines()
-                parsed = json.loads(lines[-1]) if lines else None
+                parsed = parse_json(lines[-1]) if lines else None
                 response = parsed if isinstance(parsed, dict) else None
-            except json.JSONDecodeError:
+            except ValueError:  # not JSON, or nested deep enough to exhaust the parser
                 response = None
             if signame:
                 status = "crashed"

@@ -96,3 +96,8 @@ def test_child_dies_when_its_parent_is_killed_with_sigkill() -> None:
         parent.kill()
         with contextlib.suppress(ProcessLookupError):
             os.kill(child_pid, signal.SIGKILL)
+
+
+def test_deeply_nested_answer_is_no_response_not_a_crash(tmp_path: Path) -> None:
+    run = run_child(_child(tmp_path, "print('[' * 100000 + ']' * 100000)"), {}, timeout=30)
+    assert run.status == "no_response" and run.exit_code == 0
