@@ -10,7 +10,8 @@ The loader itself refuses what plain data never needs and an attacker does:
 - mapping keys that are not strings (``1:``, ``yes:``, ``null:``, ``[a]:``), which the code
   reading the data would trip over, and keys given twice (a reader takes the last, a person
   reading the file the first);
-- ``.inf``, ``.nan`` and integers beyond 64 bits, never a meaningful size, count or limit.
+- ``.inf``, ``.nan`` and integers beyond 64 bits, never a meaningful size, count or limit;
+- sets, ordered maps, pairs and binary; dates are kept as the text they are written as.
 
 Every problem is one ``InvalidInput`` (``InvalidArtifact`` for the file itself) naming the file,
 line and column.
@@ -101,10 +102,8 @@ def _loader_class() -> type:
             return super().construct_mapping(node, deep=deep)
 
         def construct_bounded_int(self, node: Any) -> int:
-            too_large = _Refused(
-                f"integer {for_terminal(node.value[:24])}… does not fit in 64 bits",
-                node.start_mark,
-            )
+            shown = for_terminal(node.value[:24]) + ("…" if len(node.value) > 24 else "")
+            too_large = _Refused(f"integer {shown} does not fit in 64 bits", node.start_mark)
             if len(node.value) > 100:  # before int(): converting 5000 digits costs real time
                 raise too_large
             value = int(self.construct_yaml_int(node))
@@ -118,6 +117,20 @@ def _loader_class() -> type:
                 raise _Refused(f"{node.value!r} is not a finite number", node.start_mark)
             return value
 
+        def construct_date_as_text(self, node: Any) -> str:
+            return str(self.construct_scalar(node))
+
+        def refuse_tag(self, node: Any) -> Any:
+            tag = node.tag.removeprefix("tag:yaml.org,2002:")
+            raise _Refused(f"YAML type !!{tag} is not plain data", node.start_mark)
+
+    # Dates stay the text they are (a datetime is not JSON, and "2024-13-45" would raise);
+    # sets, ordered maps, pairs and binary are not plain data.
+    PlainDataLoader.add_constructor(
+        "tag:yaml.org,2002:timestamp", PlainDataLoader.construct_date_as_text
+    )
+    for tag in ("set", "omap", "pairs", "binary"):
+        PlainDataLoader.add_constructor(f"tag:yaml.org,2002:{tag}", PlainDataLoader.refuse_tag)
     PlainDataLoader.add_constructor("tag:yaml.org,2002:int", PlainDataLoader.construct_bounded_int)
     PlainDataLoader.add_constructor(
         "tag:yaml.org,2002:float", PlainDataLoader.construct_finite_float
@@ -142,7 +155,7 @@ def load_yaml(text: str, *, origin: str, max_depth: int = MAX_YAML_DEPTH) -> Any
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         what = ", ".join(filter(None, (exc.context, exc.problem))) or "syntax error"
         raise InvalidInput(f"{origin}: not valid YAML: {for_terminal(what)}{where}") from None
-    except (yaml.YAMLError, RecursionError) as exc:
+    except (yaml.YAMLError, RecursionError, ValueError, OverflowError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidInput(f"{origin}: not valid YAML: {for_terminal(first)}") from None
     finally:

@@ -19,7 +19,8 @@ from modelreg.safeyaml import load_yaml, read_yaml_file
 def test_plain_data_loads_as_safe_load_would() -> None:
     text = (
         "license: apache-2.0\nbase_model:\n  - org/base\ntags: [gguf, 'q4']\n"
-        "total_parameters: 134515008\nratio: 0.5\nwhen: '2024-01-01'\nempty:\n"
+        "total_parameters: 134515008\nratio: 0.5\nwhen: 2024-01-01\nbad_date: 2024-13-45\n"
+        "empty:\n"
     )
     assert load_yaml(text, origin="card") == {
         "license": "apache-2.0",
@@ -27,7 +28,8 @@ def test_plain_data_loads_as_safe_load_would() -> None:
         "tags": ["gguf", "q4"],
         "total_parameters": 134515008,
         "ratio": 0.5,
-        "when": "2024-01-01",
+        "when": "2024-01-01",  # dates stay text: plain data is JSON-like
+        "bad_date": "2024-13-45",
         "empty": None,
     }
 
@@ -49,6 +51,8 @@ def test_plain_data_loads_as_safe_load_would() -> None:
         ("x: " + "[" * 20000 + "]" * 20000 + "\n", "nested deeper than 32 levels"),
         ("".join("  " * i + f"k{i}:\n" for i in range(50)), "nested deeper than 32 levels"),
         ("a: !!python/object:os.system x\n", "could not determine a constructor"),
+        ("a: !!set {x, y}\n", "YAML type !!set is not plain data"),
+        ("a: !!binary aGk=\n", "YAML type !!binary is not plain data"),
         ("a: 1\n---\nb: 2\n", "expected a single document"),
         ("license: [unclosed\n", "not valid YAML: .*line 2"),
         ("a: \x1b[31m\n", "unacceptable character #x001b"),
