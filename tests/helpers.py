@@ -152,6 +152,12 @@ def rewrite_chat_template(src: Path, dst: Path, template: str) -> Path:
     return dst
 
 
+def kv_nested_array(key: str, depth: int, outer_length: int = 1) -> bytes:
+    """``key`` = an array of arrays ``depth`` levels deep, holding one uint32 at the bottom."""
+    arrays = struct.pack("<IIQ", 9, 9, outer_length) + struct.pack("<IQ", 9, 1) * (depth - 2)
+    return gguf_string(key) + arrays + struct.pack("<IQI", 4, 1, 7)
+
+
 # -- synthetic records and runs, for rule tests that need no runtime -------------------------
 
 

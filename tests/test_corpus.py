@@ -28,6 +28,11 @@ def _command(name: str) -> list[str]:
         return ["card", "validate", str(path)]
     if name.startswith("manifests/"):
         return ["import", str(path)]
+    if name.startswith("references/"):
+        return ["diff", str(path), str(path)]
+    if name.startswith("recipes/"):
+        artifact = HERE / "gguf" / "unknown-tensor-type.gguf"  # accepted on its own
+        return ["add", str(artifact), "--model-id", "corpus/model", "--recipe", str(path)]
     if name.startswith("safetensors/"):
         return ["add", str(path.parent), "--model-id", "corpus/model"]
     return ["add", str(path), "--model-id", "corpus/model"]

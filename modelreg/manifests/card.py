@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from modelreg.schemas.manifest import Count, Manifest
+from modelreg.textsafe import for_markdown as md
 
 _FULL_PRECISION = {"F32", "F16", "BF16", "F64"}
 
@@ -65,18 +66,22 @@ def front_matter(manifest: Manifest) -> list[str]:
 
 
 def render_card(manifest: Manifest, record_id: str, verified: list[VerifiedOn]) -> str:
+    """The card's Markdown. Every string that came from the artifact, a card, a target file or a
+    flag goes through ``for_markdown`` (``md``), so a license or a file name cannot add a row, a
+    heading, raw HTML, a link or a comment; such strings are never put in code spans, where
+    escapes do not work. The record id and digests are the registry's own hex."""
     m = manifest
-    lines = [*front_matter(m), "", f"# {m.model_id or 'unknown model'}", ""]
+    lines = [*front_matter(m), "", f"# {md(m.model_id or 'unknown model')}", ""]
     lines += [
         f"## Artifact record `{record_id}` (modelreg)",
         "",
         "| fact | value |",
         "|---|---|",
-        f"| model id | `{m.model_id or 'unknown'}` |",
-        f"| source pin | `{m.source or 'unknown'}` |",
-        f"| license | {m.license.id or 'unknown'} (from {m.license.source}) |",
-        f"| base model | {m.base_model or 'unknown'} |",
-        f"| format / runtime | {m.format} / {m.runtime.runtime} |",
+        f"| model id | {md(m.model_id or 'unknown')} |",
+        f"| source pin | {md(m.source or 'unknown')} |",
+        f"| license | {md(m.license.id or 'unknown')} (from {md(m.license.source)}) |",
+        f"| base model | {md(m.base_model or 'unknown')} |",
+        f"| format / runtime | {md(m.format)} / {md(m.runtime.runtime)} |",
         "",
         "### Parameters",
         "",
@@ -85,7 +90,7 @@ def render_card(manifest: Manifest, record_id: str, verified: list[VerifiedOn]) 
     ]
     for name in ("total", "non_embedding", "active", "effective"):
         count: Count = getattr(m.parameters, name)
-        lines.append(f"| {name.replace('_', '-')} | {_count(count)} | {count.provenance} |")
+        lines.append(f"| {name.replace('_', '-')} | {_count(count)} | {md(count.provenance)} |")
     q = m.quantization
     if q is not None:
         bpw = f"{q.bits_per_weight:.2f}" if q.bits_per_weight is not None else "unknown"
@@ -93,22 +98,22 @@ def render_card(manifest: Manifest, record_id: str, verified: list[VerifiedOn]) 
             "",
             "### Quantization",
             "",
-            f"Nominal type **{q.nominal_file_type or 'unknown'}**, "
+            f"Nominal type **{md(q.nominal_file_type or 'unknown')}**, "
             f"**{bpw} real bits per weight** over all tensors.",
             "",
             "| tensor type | tensors | parameters | bits/weight |",
             "|---|---|---|---|",
         ]
         lines += [
-            f"| {name} | {s.tensors} | {s.params:,} | {s.bits_per_weight or 'unknown'} |"
+            f"| {md(name)} | {s.tensors} | {s.params:,} | {s.bits_per_weight or 'unknown'} |"
             for name, s in q.tensor_types.items()
         ]
         if q.recipe:
-            recipe = ", ".join(f"{k}: {v}" for k, v in q.recipe.model_dump().items() if v)
+            recipe = ", ".join(f"{k}: {md(str(v))}" for k, v in q.recipe.model_dump().items() if v)
             lines += ["", f"Recipe: {recipe}"]
     lines += ["", "### Files", "", "| file | bytes | sha256 |", "|---|---|---|"]
     lines += [
-        f"| {f.path} | {f.bytes if f.bytes is not None else 'unknown'} | "
+        f"| {md(f.path)} | {f.bytes if f.bytes is not None else 'unknown'} | "
         f"`{f.sha256 or 'unknown'}` |"
         for f in m.files
     ]
@@ -118,6 +123,8 @@ def render_card(manifest: Manifest, record_id: str, verified: list[VerifiedOn]) 
     else:
         lines += ["| target | verified | host | runtime |", "|---|---|---|---|"]
         for v in verified:
-            runtime = ", ".join(f"{k} {val}" for k, val in sorted(v.runtime.items()))
-            lines.append(f"| {v.target} | {v.at:%Y-%m-%d %H:%M} UTC | {v.host} | {runtime} |")
+            runtime = ", ".join(f"{md(k)} {md(val)}" for k, val in sorted(v.runtime.items()))
+            lines.append(
+                f"| {md(v.target)} | {v.at:%Y-%m-%d %H:%M} UTC | {md(v.host)} | {runtime} |"
+            )
     return "\n".join(lines) + "\n"

@@ -26,9 +26,12 @@ DEFAULT_ALIGNMENT = 32
 # Numeric arrays up to this length are kept (per-layer head counts, sliding-window patterns);
 # longer arrays and every string array keep only their element type and length.
 KEEP_ARRAY_MAX = 4096
+# Arrays of arrays are legal GGUF but unused by llama.cpp; deeper than this is hostile.
+MAX_ARRAY_NESTING = 8
 # Smallest possible encodings, used to reject absurd counts before looping over them.
 _MIN_KV_BYTES = 8 + 4 + 1  # key length, value type, one byte of value
 _MIN_TENSOR_INFO_BYTES = 8 + 4 + 8 + 4 + 8  # name length, n_dims, one dim, type, offset
+_ARRAY_HEADER_BYTES = 4 + 8  # element type, length
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 # GGUF value type ids -> (struct format, size, name). 8 = string and 9 = array are special.
@@ -166,6 +169,14 @@ def _read_value(cur: _Cursor, vtype: int, key: str) -> Any:
 def _read_array(cur: _Cursor, key: str) -> list[Any] | SkippedArray:
     etype = cur.u32(f"array type of {key}")
     length = cur.u64(f"array length of {key}")
+    if etype == _ARRAY:
+        _skip_nested_arrays(cur, key, length)
+        return SkippedArray("array", length)
+    return _read_flat_array(cur, key, etype, length)
+
+
+def _read_flat_array(cur: _Cursor, key: str, etype: int, length: int) -> list[Any] | SkippedArray:
+    """An array of scalars (kept when short) or strings (skipped)."""
     if etype in _SCALARS:
         fmt, size, name = _SCALARS[etype]
         if length > cur.size:  # cheap guard before multiplying
@@ -192,13 +203,33 @@ def _read_array(cur: _Cursor, key: str) -> list[Any] | SkippedArray:
                 cur.need(n, f"string in {key}")
         cur.pos = pos
         return SkippedArray("string", length)
-    if etype == _ARRAY:
-        # Nested arrays are legal but unused by llama.cpp; skip them element by element.
-        for _ in range(length):
-            _read_array(cur, key)
-        return SkippedArray("array", length)
     cur.fail(f"unknown array element type {etype} for key {key!r}", "array type", cur.pos - 12)
     raise AssertionError("unreachable")
+
+
+def _skip_nested_arrays(cur: _Cursor, key: str, length: int) -> None:
+    """Skip an array of arrays (legal, unused by llama.cpp) without recursion: a hostile file
+    nesting arrays thousands deep would otherwise end in a RecursionError."""
+    remaining = [length]  # elements still to skip, per nesting level
+    while remaining:
+        if remaining[-1] == 0:
+            remaining.pop()
+            continue
+        # Every element is at least a 12-byte array header: an absurd count fails here.
+        if remaining[-1] > (cur.size - cur.pos) // _ARRAY_HEADER_BYTES:
+            cur.fail(f"array {key!r} claims {remaining[-1]} nested arrays", "nested array")
+        if len(remaining) + 1 > MAX_ARRAY_NESTING:
+            cur.fail(
+                f"array {key!r} nests arrays more than {MAX_ARRAY_NESTING} levels deep",
+                "nested array",
+            )
+        remaining[-1] -= 1
+        etype = cur.u32(f"array type in {key}")
+        inner = cur.u64(f"array length in {key}")
+        if etype == _ARRAY:
+            remaining.append(inner)
+        else:
+            _read_flat_array(cur, key, etype, inner)
 
 
 def _read_shard(path: Path, shard: int) -> GGUFHeader:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from modelreg.boundedfile import read_bounded
 from modelreg.errors import IntegrityError, InvalidArtifact, InvalidInput, MovingReference
 
 CONFIG_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json")
@@ -33,7 +34,6 @@ _HF_RE = re.compile(r"^hf://(?P<repo>[^/@\s]+/[^/@\s]+)@(?P<rev>\S+)$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
 MAX_CARD_BYTES = 1 << 20
-_YAML_ANCHOR_RE = re.compile(r"(^|[\s\[{,:-])[&*][A-Za-z0-9_-]+", re.MULTILINE)
 
 
 def file_role(name: str) -> Literal["weights", "config", "tokenizer", "chat_template", "other"]:
@@ -55,35 +55,40 @@ class CardFacts:
     path: Path
 
 
+# How huggingface_hub finds a card's front matter (optional leading whitespace, "---", the
+# YAML, "---"), without its regular expression, which backtracks quadratically on a run of
+# newlines.
+_FRONT_MATTER_OPENING = re.compile(r"\s*---[\r\n]+")
+_FRONT_MATTER_CLOSING = re.compile(r"[\r\n]---(?:\r\n|\n)")
+
+
 def read_card_front_matter(path: Path) -> tuple[dict[str, Any], str]:
-    """(metadata, body) of a model card, read offline with huggingface_hub's card classes.
+    """(metadata, body) of a model card: its YAML front matter, read where the Hub reads it.
 
-    Unreadable cards (not UTF-8, invalid YAML, nesting deep enough to exhaust the parser) are
-    bad input. Aliased YAML nodes stay shared, so an alias bomb costs nothing until walked —
-    and callers only read named keys.
+    The front matter is parsed by ``safeyaml``'s loader, so anchors and aliases (alias bombs),
+    deep nesting and non-string keys are refused wherever they appear; an unreadable card is
+    one line of bad input.
     """
-    import yaml
-    from huggingface_hub import ModelCard
+    from modelreg.safeyaml import load_yaml
 
+    data = read_bounded(path, max_bytes=MAX_CARD_BYTES, what="model card")
     try:
-        if path.stat().st_size > MAX_CARD_BYTES:
-            raise InvalidInput(f"{path}: model card larger than {MAX_CARD_BYTES} bytes")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InvalidInput(f"{path}: file not found") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise InvalidInput(f"{path}: model card is not UTF-8 text") from None
-    front = text.split("\n---", 1)[0] if text.startswith("---") else ""
-    if _YAML_ANCHOR_RE.search(front):
-        # Model cards have no use for anchors and aliases; refusing them rules out alias
-        # bombs ("billion laughs") whatever a later reader does with the data.
-        raise InvalidInput(f"{path}: YAML anchors/aliases are not accepted in card front matter")
-    try:
-        card = ModelCard(text, ignore_metadata_errors=True)
-    except (ValueError, yaml.YAMLError, RecursionError, MemoryError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InvalidInput(f"{path}: front matter is not valid YAML: {first}") from None
-    return card.data.to_dict(), card.text
+        raise InvalidArtifact(path, "model card is not UTF-8 text") from None
+    opening = _FRONT_MATTER_OPENING.match(text)
+    closing = _FRONT_MATTER_CLOSING.search(text, opening.end() - 1) if opening else None
+    if opening is None or closing is None:
+        return {}, text
+    front = text[opening.end() : closing.start()]
+    # Blank lines for the ones before it, so YAML errors give the card's own line numbers.
+    lines_before = text.count("\n", 0, opening.end())
+    meta = load_yaml("\n" * lines_before + front, origin=f"{path}: front matter")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise InvalidInput(f"{path}: front matter is not a YAML mapping of field: value")
+    return meta, text[closing.end() :]
 
 
 def read_card(path: Path) -> CardFacts:

@@ -8,7 +8,6 @@ that layout, or configs missing a needed field, leave the counts unknown rather 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +41,9 @@ MAX_JSON_BYTES = 16 << 20
 
 def read_json_object(path: Path, max_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
     """A JSON object from a config-like file; anything else is an ``InvalidArtifact``."""
-    if path.stat().st_size > max_bytes:
-        raise InvalidArtifact(path, f"larger than {max_bytes} bytes")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidArtifact(path, f"not valid JSON: {exc}") from None
+    from modelreg.jsonio import read_json_file
+
+    data = read_json_file(path, max_bytes=max_bytes, what="JSON file")
     if not isinstance(data, dict):
         raise InvalidArtifact(path, "expected a JSON object")
     return data

@@ -8,17 +8,19 @@ header is read, so the cost does not grow with the size of the weights.
 from __future__ import annotations
 
 import itertools
-import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from modelreg.errors import InvalidArtifact
+from modelreg.jsonio import parse_json, read_json_file
 
 INDEX_NAME = "model.safetensors.index.json"
 MAX_HEADER_BYTES = 100 << 20  # the reference implementation's own limit
 MAX_INDEX_BYTES = 50 << 20
+# A header is {name: {dtype, shape: [..], data_offsets: [..]}, __metadata__: {..}}: 3 levels.
+MAX_HEADER_DEPTH = 8
 # Bytes per element; F4 and other packed types are absent: their sizes are not checked.
 DTYPE_BYTES = {
     "F64": 8,
@@ -102,11 +104,9 @@ def read_header(path: Path) -> tuple[list[SafetensorsTensor], dict[str, str]]:
     except IsADirectoryError:
         raise InvalidArtifact(path, "is a directory, expected a .safetensors file") from None
     try:
-        header = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidArtifact(
-            path, f"header is not JSON: {exc}", offset=8, field="header"
-        ) from None
+        header = parse_json(raw, max_depth=MAX_HEADER_DEPTH)
+    except ValueError as exc:
+        raise InvalidArtifact(path, f"header is {exc}", offset=8, field="header") from None
     if not isinstance(header, dict):
         raise InvalidArtifact(path, "header is not a JSON object", offset=8, field="header")
     metadata = header.pop("__metadata__", None) or {}
@@ -182,12 +182,7 @@ def read_checkpoint(directory: Path) -> SafetensorsCheckpoint:
 
 
 def _read_sharded(index_path: Path) -> SafetensorsCheckpoint:
-    if index_path.stat().st_size > MAX_INDEX_BYTES:
-        raise InvalidArtifact(index_path, f"index larger than {MAX_INDEX_BYTES} bytes")
-    try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidArtifact(index_path, f"index is not JSON: {exc}") from None
+    index = read_json_file(index_path, max_bytes=MAX_INDEX_BYTES, what="index")
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise InvalidArtifact(index_path, "index has no weight_map of tensor -> shard file")

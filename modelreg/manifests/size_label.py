@@ -17,9 +17,11 @@ from modelreg.schemas.manifest import Count, LabelCheck, LabelFinding, Parameter
 DEFAULT_TOLERANCE = 0.10  # also the schema default in LabelCheck
 # No "K": "4k" / "128k" in model names are context lengths, not sizes.
 _UNITS = {"M": 10**6, "B": 10**9, "T": 10**12}
-_NUM = r"(\d+(?:\.\d+)?)([MBT])"
+# Bounded digit runs: a label is "480B" or "1.5T"; "9…9B" with 400 digits is no size (and its
+# float would be infinite).
+_NUM = r"(\d{1,6}(?:\.\d{1,6})?)([MBT])"
 _LABEL_RE = re.compile(
-    rf"(?<![A-Za-z0-9.])(?:(?P<experts>\d+)x{_NUM}|E{_NUM}|{_NUM}(?:-A{_NUM})?)(?![A-Za-z0-9])",
+    rf"(?<![A-Za-z0-9.])(?:(?P<experts>\d{{1,4}})x{_NUM}|E{_NUM}|{_NUM}(?:-A{_NUM})?)(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
 

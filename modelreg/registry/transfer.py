@@ -135,6 +135,22 @@ def _trailer(counts: dict[str, int], body_sha256: str) -> dict[str, Any]:
     }
 
 
+def export_text(rows: Iterable[dict[str, Any]]) -> str:
+    """Rows (a header first) as an export file's text, trailer included — for tools and tests
+    that build an export by hand."""
+    body = hashlib.sha256()
+    counts: dict[str, int] = {}
+    lines = []
+    for row in rows:
+        line = json.dumps(row, sort_keys=True) + "\n"
+        body.update(line.encode())
+        lines.append(line)
+        if row.get("type") != "header":
+            kind = str(row.get("type"))
+            counts[kind] = counts.get(kind, 0) + 1
+    return "".join(lines) + json.dumps(_trailer(counts, body.hexdigest()), sort_keys=True) + "\n"
+
+
 def _write_rows(store: Store, out: TextIO) -> tuple[int, str]:
     """Write every row and the trailer to ``out``; returns (rows, sha256 of the body)."""
     digest = hashlib.sha256()

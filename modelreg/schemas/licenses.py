@@ -3,6 +3,10 @@ ids, lower-cased, plus named model licenses such as ``gemma`` or ``llama3.1``)."
 
 from __future__ import annotations
 
+import re
+
+from modelreg.limits import LICENSE_ID_MAX
+
 KNOWN_LICENSES = frozenset(
     {
         "apache-2.0",
@@ -88,3 +92,21 @@ KNOWN_LICENSES = frozenset(
         "other",
     }
 )
+
+# What a license id or an SPDX expression ("(MIT OR Apache-2.0)", "LicenseRef-x") can be made
+# of: no newline, no control character, nothing that is markup in Markdown or HTML.
+LICENSE_ID_RE = re.compile(rf"\A[A-Za-z0-9(][A-Za-z0-9 .+_:/()-]{{0,{LICENSE_ID_MAX - 1}}}\Z")
+
+
+def license_id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a license id or SPDX expression, or ``None`` if it can be.
+    (Whether it is a *known* license is a separate question: ``KNOWN_LICENSES``.)"""
+    if LICENSE_ID_RE.fullmatch(value):
+        return None
+    from modelreg.textsafe import for_terminal
+
+    shown = for_terminal(value[:60]) + ("…" if len(value) > 60 else "")
+    return (
+        f"license '{shown}' is not a license id or SPDX expression (letters, digits, spaces and "
+        f"'.+_:/()-', at most {LICENSE_ID_MAX} characters) — use the Hub's id, e.g. apache-2.0"
+    )

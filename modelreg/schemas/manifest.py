@@ -23,10 +23,17 @@ from pydantic import (
 )
 
 from modelreg.errors import InvalidInput, MovingReference
+from modelreg.jsonio import read_json_file
+from modelreg.limits import MODEL_ID_MAX, MODEL_ID_PART_MAX
+from modelreg.textsafe import confusable_warning, for_terminal
 
 SCHEMA_VERSION = 1
 
-MODEL_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# The one grammar for model ids: ``org/name``, ASCII letters, digits and ``._-``, each part
+# starting with a letter or digit and at most MODEL_ID_PART_MAX long (the Hub's own limit).
+# \A…\Z, not ^…$: "$" also matches before a trailing newline, so "org/name\n" would pass.
+_MODEL_ID_PART = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MODEL_ID_PART_MAX - 1}}}"
+MODEL_ID_RE = re.compile(rf"\A{_MODEL_ID_PART}/{_MODEL_ID_PART}\Z")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _HF_PIN_RE = re.compile(r"^hf://(?P<repo>[^/@\s]+/[^/@\s]+)@(?P<rev>[0-9a-f]{40})$")
 _HF_ANY_RE = re.compile(r"^hf://(?P<repo>[^/@\s]+/[^/@\s]+)(?:@(?P<rev>\S*))?$")
@@ -68,12 +75,34 @@ def parse_source_pin(source: str) -> str:
     )
 
 
+def is_model_id(value: str) -> bool:
+    """Is ``value`` exactly ``org/name`` under the one model-id grammar (whole string)?"""
+    return MODEL_ID_RE.fullmatch(value) is not None
+
+
+def model_id_problem(value: str, what: str = "model id") -> str:
+    """Why ``value`` is not a model id, in one line that quotes it escaped and says why it may
+    look valid (look-alike letters, invisible characters, a trailing newline)."""
+    shown = for_terminal(value[:120]) + ("…" if len(value) > 120 else "")
+    why = ""
+    warning = confusable_warning(value)
+    if warning:
+        why = f"; it {warning}"
+    elif value != value.strip():
+        why = "; it has leading or trailing whitespace"
+    elif len(value) > MODEL_ID_MAX or any(len(p) > MODEL_ID_PART_MAX for p in value.split("/")):
+        why = f"; it is {len(value)} characters long"
+    return (
+        f"{what} '{shown}' must be the exact 'org/name' (ASCII letters, digits, '.', '_', '-'; "
+        f"each part at most {MODEL_ID_PART_MAX} characters), e.g. google/gemma-3-270m{why}"
+    )
+
+
 def parse_model_id(model_id: str) -> str:
-    """Return ``model_id`` if it is ``org/name``, else raise ``InvalidInput``."""
-    if not MODEL_ID_RE.match(model_id):
-        raise InvalidInput(
-            f"model id {model_id!r} must be the exact 'org/name', e.g. google/gemma-3-270m"
-        )
+    """Return ``model_id`` if it is exactly ``org/name`` (see ``MODEL_ID_RE``), else raise a
+    one-line ``InvalidInput`` saying why."""
+    if not is_model_id(model_id):
+        raise InvalidInput(model_id_problem(model_id))
     return model_id
 
 
@@ -348,8 +377,8 @@ class Manifest(BaseModel):
     @field_validator("model_id", "base_model")
     @classmethod
     def _org_slash_name(cls, value: str | None) -> str | None:
-        if value is not None and not MODEL_ID_RE.match(value):
-            raise ValueError(f"model id {value!r} must be 'org/name', e.g. google/gemma-3-270m")
+        if value is not None and not is_model_id(value):
+            raise ValueError(model_id_problem(value))
         return value
 
     @field_validator("source")
@@ -425,14 +454,7 @@ MAX_MANIFEST_BYTES = 16 << 20
 
 def read_manifest_file(path: Path) -> Manifest:
     """A manifest from a JSON file (a reference manifest, an export); one-line errors."""
-    try:
-        if path.stat().st_size > MAX_MANIFEST_BYTES:
-            raise InvalidInput(f"{path}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidInput(f"{path}: file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{path}: not valid JSON: {exc}") from None
+    data = read_json_file(path, max_bytes=MAX_MANIFEST_BYTES, what="manifest")
     if not isinstance(data, dict):
         raise InvalidInput(f"{path}: a manifest is a JSON object")
     return load_manifest(data, origin=str(path))

@@ -1,6 +1,7 @@
 """Model-card validator: the claims a card publishes, checked against the record's facts.
 
-The YAML front matter is read with huggingface_hub's card classes, offline. Besides the Hub's
+The YAML front matter is found where huggingface_hub finds it and read as plain data (no
+anchors or aliases: ``modelreg.safeyaml``), offline. Besides the Hub's
 own fields (``license``, ``base_model``, ``base_model_relation``, ``model_name``) modelreg reads
 these optional claims: ``total_parameters``, ``active_parameters``, ``effective_parameters``
 with ``effective_parameters_condition``, and ``context_length``. Size labels are read from
@@ -14,14 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from modelreg.errors import InvalidInput
 from modelreg.manifests.card import is_quantized
 from modelreg.manifests.hf import read_card_front_matter
 from modelreg.manifests.size_label import check_size_label, parse_size_label
-from modelreg.schemas.licenses import KNOWN_LICENSES
+from modelreg.schemas.licenses import KNOWN_LICENSES, license_id_problem
 from modelreg.schemas.manifest import MODEL_ID_RE, Count, Manifest
 
 Severity = Literal["error", "warning", "info"]
 _HEADING_RE = re.compile(r"^#\s+(.+)$", re.MULTILINE)
+# A backslash before ASCII punctuation is a Markdown escape (``card render`` writes them).
+_MARKDOWN_ESCAPE_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
 @dataclass(frozen=True)
@@ -65,19 +69,25 @@ class CardReport:
 
 
 def _int(value: Any) -> int | None:
+    """A count claimed in the front matter (an int, "1,234" or a size label); None when it is
+    not one, or not a count at all (beyond 64 bits: a ratio against it would overflow)."""
     if isinstance(value, bool):
         return None
+    number: int | None = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, str):
         label = parse_size_label(value.replace(" ", ""))
         if label is not None and label.total is not None and label.active is None:
-            return label.total
-        try:
-            return int(value.replace(",", "").replace("_", ""))
-        except ValueError:
-            return None
-    return None
+            number = label.total
+        else:
+            try:
+                number = int(value.replace(",", "").replace("_", ""))
+            except ValueError:
+                return None
+    if number is None or not -(2**63) <= number < 2**63:
+        return None
+    return number
 
 
 def validate_card(path: Path, manifest: Manifest | None = None) -> CardReport:
@@ -88,6 +98,11 @@ def validate_card(path: Path, manifest: Manifest | None = None) -> CardReport:
         report.add("error", "front matter", "the card has no YAML front matter")
 
     license_ = meta.get("license")
+    if isinstance(license_, str) and license_.strip():
+        # Newlines, markup or control characters are not a wrong license but a broken card.
+        problem = license_id_problem(license_.strip())
+        if problem:
+            raise InvalidInput(f"{path}: front matter {problem}")
     if not isinstance(license_, str) or license_.strip().lower() in ("", "unknown"):
         report.require("license", "a card must state its license")
     else:
@@ -197,7 +212,7 @@ def _check_claims(
     heading = _HEADING_RE.search(body)
     for source, text in (
         ("model_name", meta.get("model_name")),
-        ("heading", heading.group(1) if heading else None),
+        ("heading", _MARKDOWN_ESCAPE_RE.sub(r"\1", heading.group(1)) if heading else None),
     ):
         label = parse_size_label(text) if isinstance(text, str) else None
         if label is None:

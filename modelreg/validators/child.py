@@ -3,21 +3,26 @@
 The child reads one JSON request on stdin and writes one JSON response on its original stdout;
 anything a native library prints goes to stderr. A child killed by a signal (SIGILL on a CPU
 without the instructions the build uses, SIGSEGV, SIGKILL from the OOM killer) or still running
-at the timeout is reported with the signal's name.
+at the timeout is reported with the signal's name. A child never outlives the verify that
+started it, however that verify ends (``kill -9`` included).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import resource
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from modelreg.jsonio import parse_json
 
 STDERR_TAIL_CHARS = 4000
 
@@ -59,15 +64,50 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's ``prctl``, looked up in the parent so the child only has to call it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return prctl
+
+
+def _child_setup(memory_limit_bytes: int | None) -> Callable[[], None]:
+    """What the child does between fork and exec: die with its parent, limit its memory."""
+    prctl = _prctl()
+    parent = os.getpid()
+
+    def setup() -> None:
+        # A verify killed with SIGKILL cannot kill its children itself: the kernel does,
+        # when the thread that started them exits (so start children from the main thread).
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the parent died before prctl took effect
+                os.kill(os.getpid(), signal.SIGKILL)
+        if memory_limit_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+
+    return setup
+
+
 class RuntimeChild:
     """A runtime child started ahead of its request, so that its slow imports (llama_cpp,
-    torch) overlap the parent's own start-up; answered once with ``exchange``."""
+    torch) overlap the parent's own start-up; answered once with ``exchange``.
+
+    The child dies with the process that started it (``PR_SET_PDEATHSIG`` on Linux), even when
+    that process is killed with SIGKILL, and keeps its memory limit and the exchange timeout.
+    """
 
     def __init__(self, argv: Sequence[str], memory_limit_bytes: int | None = None) -> None:
-        def limit_memory() -> None:  # runs in the child, before exec
-            if memory_limit_bytes:
-                resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
-
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
             list(argv),
@@ -75,7 +115,7 @@ class RuntimeChild:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # its own process group, so a timeout kills all of it
-            preexec_fn=limit_memory if memory_limit_bytes else None,
+            preexec_fn=_child_setup(memory_limit_bytes),
         )
         self.answered = False
 
@@ -98,9 +138,9 @@ class RuntimeChild:
         if status == "ok":
             try:
                 lines = out.decode("utf-8", errors="replace").strip().splitlines()
-                parsed = json.loads(lines[-1]) if lines else None
+                parsed = parse_json(lines[-1]) if lines else None
                 response = parsed if isinstance(parsed, dict) else None
-            except json.JSONDecodeError:
+            except ValueError:  # not JSON, or nested deep enough to exhaust the parser
                 response = None
             if signame:
                 status = "crashed"

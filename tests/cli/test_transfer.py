@@ -66,17 +66,9 @@ def _export_with(tmp_path: Path, record_line: dict) -> Path:  # type: ignore[typ
 
 
 def _with_trailer(rows: list[dict]) -> str:  # type: ignore[type-arg]
-    body = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
-    counts: dict[str, int] = {}
-    for row in rows[1:]:
-        counts[row["type"]] = counts.get(row["type"], 0) + 1
-    trailer = {
-        "type": "trailer",
-        "rows": sum(counts.values()),
-        "counts": dict(sorted(counts.items())),
-        "sha256": hashlib.sha256(body.encode()).hexdigest(),
-    }
-    return body + json.dumps(trailer, sort_keys=True) + "\n"
+    from modelreg.registry.transfer import export_text
+
+    return export_text(rows)
 
 
 def _record_line(cli, smollm2: Path, tmp_path: Path) -> dict:  # type: ignore[no-untyped-def,type-arg]

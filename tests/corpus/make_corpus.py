@@ -11,10 +11,15 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
-from tests.helpers import gguf_string, kv_str, kv_u32, raw_gguf, tensor_info
+from modelreg.registry.transfer import export_text
+from tests.helpers import gguf_string, kv_nested_array, kv_str, kv_u32, raw_gguf, tensor_info
 
 HERE = Path(__file__).resolve().parent
+# Deep enough that a recursive reader (json.loads, a recursive GGUF array walk) would end in a
+# RecursionError rather than a one-line error.
+DEEP = 5000
 
 
 def _st(header: bytes, data: bytes = b"", declared: int | None = None) -> bytes:
@@ -42,6 +47,15 @@ def _sections() -> dict[str, int]:
         "tensor-info": kv_end + 10,
         "data": len(_valid_gguf()) - 64,
     }
+
+
+def _record_id(manifest: dict[str, Any]) -> str:
+    """The record id an import expects for ``manifest``, computed without validating its
+    (hostile) model id."""
+    from modelreg.schemas.manifest import Manifest
+
+    valid = Manifest.model_validate({**manifest, "model_id": "a/b"})
+    return valid.model_copy(update={"model_id": manifest["model_id"]}).record_id
 
 
 def entries() -> dict[str, bytes]:
@@ -79,6 +93,9 @@ def entries() -> dict[str, bytes]:
     }
     for section, cut in _sections().items():
         files[f"gguf/truncated-in-{section}.gguf"] = valid[:cut]
+    files["gguf/nested-arrays-5000-deep.gguf"] = raw_gguf(kvs=[kv_nested_array("x", DEEP)])
+    deep_json = "[" * DEEP + "]" * DEEP
+    tensor = b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
     files |= {
         "safetensors/header-longer-than-file/model.safetensors": _st(b"{}", declared=10**6),
         "safetensors/header-not-json/model.safetensors": _st(b"{not json"),
@@ -94,11 +111,17 @@ def entries() -> dict[str, bytes]:
             {"weight_map": {"a": "model-00002-of-00002.safetensors"}}
         ).encode(),
         "safetensors/config-not-json/config.json": b"{oops",
-        "safetensors/config-not-json/model.safetensors": _st(
-            b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', b"\0" * 4
+        "safetensors/config-not-json/model.safetensors": _st(tensor, b"\0" * 4),
+        "safetensors/header-nested-json/model.safetensors": _st(
+            f'{{"a":{{"dtype":"F32","shape":{deep_json},"data_offsets":[0,4]}}}}'.encode(),
+            b"\0" * 4,
         ),
+        "safetensors/config-nested-json/config.json": f'{{"text_config":{deep_json}}}'.encode(),
+        "safetensors/config-nested-json/model.safetensors": _st(tensor, b"\0" * 4),
+        # a reference manifest given to diff
+        "references/manifest-nested-json.json": f'{{"model_id":{deep_json}}}'.encode(),
     }
-    header = json.dumps({"type": "header", "format": "modelreg-export", "version": 1})
+    header = {"type": "header", "format": "modelreg-export", "version": 2, "schema": "0004"}
     record = {
         "type": "record",
         "id": "r_000000000000",
@@ -118,10 +141,20 @@ def entries() -> dict[str, bytes]:
     }.items():
         hostile = json.loads(json.dumps(record))
         hostile["manifest"]["files"][0] |= change
-        files[f"manifests/{name}.jsonl"] = f"{header}\n{json.dumps(hostile)}\n".encode()
+        files[f"manifests/{name}.jsonl"] = export_text([header, hostile]).encode()
     unknown = json.loads(json.dumps(record))
     unknown["manifest"]["surprise"] = "field"
-    files["manifests/unknown-field.jsonl"] = f"{header}\n{json.dumps(unknown)}\n".encode()
+    files["manifests/unknown-field.jsonl"] = export_text([header, unknown]).encode()
+    for name, model_id in {
+        "model-id-trailing-newline": "org/name\n",  # "$" in a pattern lets this through
+        "model-id-confusable": "gооgle/gemma-3-270m",  # Cyrillic о
+        "model-id-too-long": "org/" + "n" * 150,  # fits the column, not the 96-character part
+    }.items():
+        hostile = json.loads(json.dumps(record))
+        hostile["manifest"]["model_id"] = model_id
+        hostile["id"] = _record_id(hostile["manifest"])  # the id is right: only the name is not
+        model = {"type": "model", "model_id": model_id, "created_at": record["created_at"]}
+        files[f"manifests/{name}.jsonl"] = export_text([header, model, hostile]).encode()
     bomb = ["---", 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     for i in range(1, 10):
         bomb.append(f"{chr(97 + i)}: &{chr(97 + i)} [" + ",".join([f"*{chr(96 + i)}"] * 9) + "]")
@@ -129,6 +162,15 @@ def entries() -> dict[str, bytes]:
     files["cards/deep-nesting.md"] = ("---\nx: " + "[" * 20000 + "]" * 20000 + "\n---\n").encode()
     files["cards/invalid-yaml.md"] = b"---\nlicense: [unclosed\n---\n"
     files["cards/not-utf8.md"] = b"---\nlicense: \xff\xfe\n---\n"
+    # Blank lines before the front matter: a check of the first characters would miss it.
+    files["cards/anchor-after-blank-lines.md"] = b"\n \n---\nlicense: mit\nx: &a [1]\ny: *a\n---\n"
+    files["cards/license-injects-table-row.md"] = (
+        b'---\nlicense: "mit |\\n| injected | row |<script>alert(1)</script><!--"\n---\n# x\n'
+    )
+    # Read with `add … --recipe`: an anchor after ordinary lines.
+    files["recipes/anchor-after-comment.yaml"] = (
+        b"# quantizer settings\ntool: llama-quantize\nscheme: &s Q4_K_M\nnotes: *s\n"
+    )
     return files
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from modelreg.errors import InvalidArtifact
 from modelreg.manifests.gguf import SkippedArray, read_gguf
-from tests.helpers import kv_str, kv_u32, raw_gguf, tensor_info, write_gguf
+from tests.helpers import kv_nested_array, kv_str, kv_u32, raw_gguf, tensor_info, write_gguf
 
 
 def test_reads_smollm2_tensor_table(smollm2: Path) -> None:
@@ -123,6 +123,8 @@ def _bad(tmp_path: Path, data: bytes) -> InvalidArtifact:
         (raw_gguf(kvs=[kv_u32("general.alignment", 0)]), "power of two"),
         (raw_gguf(kvs=[kv_u32("general.alignment", 3)]), "power of two"),
         (b"GGUF\x03\0\0\0", "too small"),
+        (raw_gguf(kvs=[kv_nested_array("x", 100_000)]), "nests arrays more than 8 levels deep"),
+        (raw_gguf(kvs=[kv_nested_array("x", 3, outer_length=2**40)]), "claims 1099511627776"),
     ],
 )
 def test_hostile_headers_give_one_clear_error(tmp_path: Path, data: bytes, message: str) -> None:
@@ -152,3 +154,18 @@ def test_truncation_at_every_header_section_is_caught(tmp_path: Path, smollm2: P
 def test_kv_value_of_unknown_type_is_rejected(tmp_path: Path) -> None:
     kv = struct.pack("<Q", 1) + b"k" + struct.pack("<I", 77) + b"\0" * 8
     assert "unknown value type 77" in str(_bad(tmp_path, raw_gguf(kvs=[kv])))
+
+
+def test_nested_arrays_within_the_limit_are_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "nested.gguf"
+    path.write_bytes(raw_gguf(kvs=[kv_nested_array("x", 8), kv_u32("after", 5)]))
+    header = read_gguf(path)
+    assert header.get("x") == SkippedArray("array", 1)
+    assert header.get("after") == 5
+
+
+def test_deeply_nested_arrays_fail_at_the_offset_of_the_array_too_deep(tmp_path: Path) -> None:
+    error = _bad(tmp_path, raw_gguf(kvs=[kv_nested_array("x", 9)]))
+    # header (24) + key (8 + 1) + value type (4) + 8 array headers of 12 bytes
+    assert error.offset == 24 + 9 + 4 + 8 * 12
+    assert error.field == "nested array"

@@ -100,7 +100,7 @@ def _file(tmp_path: Path, header: bytes, data: bytes = b"", declared: int | None
     ("header", "data", "declared", "message"),
     [
         (b"{}", b"", 10**6, "larger than the file"),
-        (b"{not json", b"", None, "not JSON"),
+        (b"{not json", b"", None, "not valid JSON"),
         (
             b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},'
             b' "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}',

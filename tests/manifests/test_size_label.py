@@ -104,3 +104,8 @@ def test_contradictory_expert_counts_are_bad_input(tmp_path: Path) -> None:
     )
     with pytest.raises(InvalidInput, match="contradictory expert counts"):
         build_manifest([path], model_id="t/moe")
+
+
+@pytest.mark.parametrize("name", ["Model-" + "9" * 400 + "B", "M-" + "9" * 5000 + "x7B", "1e400B"])
+def test_absurd_numbers_are_not_size_labels(name: str) -> None:
+    assert parse_size_label(name) is None

@@ -7,7 +7,14 @@ from pydantic import ValidationError
 
 from modelreg.errors import InvalidInput
 from modelreg.schemas.export import render, schemas
-from modelreg.schemas.manifest import Count, FileEntry, load_manifest, parse_source_pin
+from modelreg.schemas.manifest import (
+    Count,
+    FileEntry,
+    is_model_id,
+    load_manifest,
+    parse_model_id,
+    parse_source_pin,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,3 +71,43 @@ def test_untrusted_manifest_with_unknown_field_is_one_line_error() -> None:
     assert load_manifest(data, origin="x.json").format == "gguf"
     with pytest.raises(InvalidInput, match="x.json: surprise: Extra inputs are not permitted"):
         load_manifest(data | {"surprise": 1}, origin="x.json")
+
+
+@pytest.mark.parametrize(
+    "model_id", ["google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M", "a/b", "o.rg/n_a.m-e"]
+)
+def test_model_id_grammar_accepts_org_slash_name(model_id: str) -> None:
+    assert is_model_id(model_id) and parse_model_id(model_id) == model_id
+
+
+@pytest.mark.parametrize(
+    ("model_id", "why"),
+    [
+        ("org/name\n", "'org/name\\n' must be the exact 'org/name'"),
+        (" org/name", "leading or trailing whitespace"),
+        ("org/name/extra", "'org/name/extra'"),
+        ("org/.hidden", "'org/.hidden'"),
+        ("gооgle/gemma", "looks like 'google/gemma' but has U+043E CYRILLIC SMALL LETTER O"),
+        ("org/na\u200bme", "invisible U+200B ZERO WIDTH SPACE"),
+        ("org/" + "n" * 97, "it is 101 characters long"),
+        ("\x1b[2Jorg/name", "'\\x1b[2Jorg/name'"),
+    ],
+)
+def test_model_id_grammar_refuses_and_says_why(model_id: str, why: str) -> None:
+    assert not is_model_id(model_id)
+    with pytest.raises(InvalidInput) as caught:
+        parse_model_id(model_id)
+    assert why in str(caught.value) and str(caught.value).isprintable()
+
+
+def test_manifest_with_a_model_id_ending_in_newline_is_refused() -> None:
+    data = {
+        "model_id": "org/name\n",
+        "format": "gguf",
+        "files": [{"path": "m.gguf", "bytes": 1, "sha256": "0" * 64}],
+        "runtime": {"runtime": "llama.cpp"},
+    }
+    with pytest.raises(
+        InvalidInput, match=r"x.json: model_id: Value error, model id 'org/name\\n'"
+    ):
+        load_manifest(data, origin="x.json")

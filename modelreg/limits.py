@@ -1,0 +1,40 @@
+"""How long each identifier modelreg accepts may be, in one place.
+
+Every limit is at most the size of the database column the value is stored in
+(``modelreg/registry/tables.py``), so a value accepted here is stored the same way on SQLite
+(which does not enforce ``VARCHAR(n)``) and on PostgreSQL (which does, with an error that would
+otherwise dump the SQL). Free text stored in ``TEXT`` columns is bounded too, so that one
+command cannot put megabytes into the event log. ``tests/test_limits.py`` checks the limits
+against the tables.
+"""
+
+from __future__ import annotations
+
+from modelreg.errors import InvalidInput
+
+# models.model_id is VARCHAR(200); the grammar (schemas/manifest.py) bounds each part, like
+# the Hugging Face Hub's own 96-character repository names.
+MODEL_ID_PART_MAX = 96
+MODEL_ID_MAX = 2 * MODEL_ID_PART_MAX + 1
+RECORD_REF_MAX = 32  # records.id; a record ref on the command line is an id or its prefix
+TARGET_NAME_MAX = 100  # verifications.target, promotions.target, events.target
+ACTOR_MAX = 200  # events.actor, promotions.actor, record_states.actor, records.created_by
+HOST_MAX = 200  # verifications.host
+SOURCE_PIN_MAX = 300  # records.source
+LICENSE_ID_MAX = 100  # records.license
+FILE_PATH_MAX = 1000  # record_files.path
+WHY_MAX = 2000  # events.why, promotions.why, record_states.reason (TEXT): one paragraph
+
+
+def check_length(field: str, value: str, limit: int) -> str:
+    """Return ``value`` if it has at most ``limit`` characters, else raise a one-line
+    ``InvalidInput`` naming ``field`` and quoting the start of the value (escaped)."""
+    if len(value) <= limit:
+        return value
+    from modelreg.textsafe import for_terminal
+
+    shown = for_terminal(value[:40])
+    raise InvalidInput(
+        f"{field} '{shown}…' is {len(value)} characters long; at most {limit} are allowed — "
+        "shorten it"
+    )
