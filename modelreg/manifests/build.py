@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from modelreg.manifests.hf import (
 from modelreg.manifests.hf_config import (
     architecture_from_config,
     ledger_from_config,
+    parameters_from_config,
     read_json_object,
     text_config,
 )
@@ -391,10 +392,7 @@ def _build_safetensors(
     if not config:
         all_notes.append("no config.json: architecture facts unknown")
     else:
-        implied = ledger_from_config(config).total.value
-        counted = ledger.total.value
-        if implied is not None and counted is not None and implied != counted:
-            all_notes.append(f"config implies {implied:,} parameters, the tensors hold {counted:,}")
+        all_notes += config_tensor_mismatches(config, entries)
     dtype = config.get("torch_dtype") or config.get("dtype") or text_config(config).get("dtype")
     nominal = (
         str(dtype)
@@ -437,22 +435,66 @@ def _build_safetensors(
 
 
 def _file_entries(
-    directory: Path, names: Sequence[str], req: BuildRequest, known: dict[str, str]
+    directory: Path,
+    names: Sequence[str],
+    req: BuildRequest,
+    known: dict[str, str],
+    *,
+    role: Callable[[str], Any] = file_role,
 ) -> list[FileEntry]:
-    """Digest every named file (concurrently) unless its sha256 is already ``known``."""
-    to_hash = [directory / n for n in names if n not in known]
+    """Digest every named file (relative paths, concurrently) unless its sha256 is already
+    ``known``."""
+    to_hash = [n for n in names if n not in known]
+    paths = [directory / n for n in to_hash]
     if req.on_hashing:
-        req.on_hashing(sum(p.stat().st_size for p in to_hash))
-    hashed = dict(zip([p.name for p in to_hash], sha256_files(to_hash, req.progress), strict=True))
+        req.on_hashing(sum(p.stat().st_size for p in paths))
+    hashed = dict(zip(to_hash, sha256_files(paths, req.progress), strict=True))
     return [
         FileEntry(
             path=n,
             bytes=(directory / n).stat().st_size,
             sha256=known.get(n) or hashed[n],
-            role=file_role(n),
+            role=role(n),
         )
         for n in names
     ]
+
+
+# Tensor-name markers of the parts of a multimodal checkpoint that are not the language model.
+_NOT_LANGUAGE_MODEL = (
+    "vision_tower",
+    "vision_model",
+    "audio_tower",
+    "embed_vision",
+    "embed_audio",
+    "multi_modal_projector",
+)
+
+
+def _is_multimodal(config: dict[str, Any]) -> bool:
+    return any(isinstance(config.get(k), dict) for k in ("vision_config", "audio_config"))
+
+
+def config_tensor_mismatches(config: dict[str, Any], entries: Sequence[TensorEntry]) -> list[str]:
+    """Where the config's parameter count (language model) disagrees with the checkpoint's
+    language-model tensors, in total and group by group."""
+    implied = parameters_from_config(config)
+    if implied is None:
+        return []
+    language = [e for e in entries if not any(m in e.name for m in _NOT_LANGUAGE_MODEL)]
+    counted: dict[str, int] = {}
+    for entry in language:
+        role = classify_hf_tensor(entry.name)
+        counted[role] = counted.get(role, 0) + entry.n_elements
+    total = sum(counted.values())
+    if total == implied.total:
+        return []
+    notes = [f"config implies {implied.total:,} parameters, the tensors hold {total:,}"]
+    for group in sorted(set(implied.groups) | set(counted)):
+        want, have = implied.groups.get(group, 0), counted.get(group, 0)
+        if want != have:
+            notes.append(f"group {group}: config implies {want:,}, the tensors hold {have:,}")
+    return notes
 
 
 def _card_identity(directory: Path, license_id: str | None) -> tuple[License, str | None]:

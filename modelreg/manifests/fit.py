@@ -67,7 +67,12 @@ def sliding_layers(arch: ArchitectureFacts) -> tuple[list[bool] | None, str | No
 def kv_cache_bytes(
     arch: ArchitectureFacts, tokens: int, sequences: int = 1, kv_dtype: str = "f16"
 ) -> KVEstimate:
-    """KV-cache bytes for ``tokens`` of context per sequence; unknown facts stay unknown."""
+    """KV-cache bytes for ``tokens`` of context per sequence; unknown facts stay unknown.
+
+    Head size and KV heads may differ per layer (Gemma 4's global layers); sliding-window
+    layers hold at most ``window`` tokens; KV-shared layers (the last ``kv_shared_layers``)
+    reuse an earlier layer's cache and hold none of their own.
+    """
     if not 0 < tokens <= MAX_CONTEXT:
         raise InvalidInput(f"context {tokens} is out of range (1 to {MAX_CONTEXT} tokens)")
     if not 0 < sequences <= MAX_SEQUENCES:
@@ -96,8 +101,11 @@ def kv_cache_bytes(
         pattern = [False] * layers
     elif pattern_source:
         notes.append(f"sliding-window layers from {pattern_source}")
+    shared = min(arch.kv_shared_layers or 0, layers)
+    if shared:
+        notes.append(f"the last {shared} layers reuse an earlier layer's KV cache: not counted")
     total = 0.0
-    for layer in range(layers):
+    for layer in range(layers - shared):
         kv_heads = _layer_value(arch.head_count_kv, layer)
         heads = _layer_value(arch.head_count, layer)
         if kv_heads is None:
@@ -109,7 +117,7 @@ def kv_cache_bytes(
                 layers,
                 unknown=[f"head_count_kv for layer {layer}"],
             )
-        key_dim = arch.key_length
+        key_dim = _layer_value(arch.key_length, layer)
         if key_dim is None:
             if not heads or arch.embedding_length is None:
                 return KVEstimate(
@@ -121,7 +129,7 @@ def kv_cache_bytes(
                     unknown=[f"head_dim for layer {layer}"],
                 )
             key_dim = arch.embedding_length // heads
-        value_dim = arch.value_length or key_dim
+        value_dim = _layer_value(arch.value_length, layer) or key_dim
         held = (
             min(tokens, arch.sliding_window) if pattern[layer] and arch.sliding_window else tokens
         )

@@ -96,6 +96,48 @@ class Count(BaseModel):
         return cls()
 
 
+# Parameter groups, named like the tensor roles of manifests/ledger.py: "embeddings" (token and
+# per-layer embedding tables), "output" (the lm_head; zero parameters when tied), "attention",
+# "router", "experts" (routed), "shared_experts", "ffn" (dense MLP, e.g. Gemma 4's shared dense
+# MLP beside its experts), "norms", "other".
+PARAMETER_GROUPS = (
+    "embeddings",
+    "output",
+    "attention",
+    "router",
+    "experts",
+    "shared_experts",
+    "ffn",
+    "norms",
+    "other",
+)
+
+
+def _known_groups(names: list[str] | dict[str, int]) -> None:
+    unknown = sorted(set(names) - set(PARAMETER_GROUPS))
+    if unknown:
+        raise ValueError(
+            f"unknown parameter group {unknown[0]!r}: use one of {', '.join(PARAMETER_GROUPS)}"
+        )
+
+
+class ParameterGroups(BaseModel):
+    """Parameters per group of the language model, and where the split came from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    counts: dict[str, int]
+    provenance: Provenance
+
+    @field_validator("counts")
+    @classmethod
+    def _known_and_counted(cls, value: dict[str, int]) -> dict[str, int]:
+        _known_groups(value)
+        if any(n < 0 for n in value.values()):
+            raise ValueError("a parameter group count cannot be negative")
+        return value
+
+
 class ParameterLedger(BaseModel):
     """Total, non-embedding, active and effective parameters, kept apart ("E" is not "A")."""
 
@@ -105,6 +147,9 @@ class ParameterLedger(BaseModel):
     non_embedding: Count = Field(default_factory=Count.unknown)
     active: Count = Field(default_factory=Count.unknown)
     effective: Count = Field(default_factory=Count.unknown)
+    # Per-group split (from a config: tensors keep theirs in quantization.groups). A Neuron fit
+    # checks that the bundle's resident modules cover every group.
+    groups: ParameterGroups | None = None
 
 
 class License(BaseModel):
@@ -193,10 +238,13 @@ class ArchitectureFacts(BaseModel):
     feed_forward_length: IntOrPerLayer = None
     head_count: IntOrPerLayer = None
     head_count_kv: IntOrPerLayer = None
-    key_length: int | None = None
-    value_length: int | None = None
+    key_length: IntOrPerLayer = None
+    value_length: IntOrPerLayer = None
     sliding_window: int | None = None
     sliding_window_pattern: list[bool] | None = None
+    # The last N layers reuse the KV cache of an earlier layer (Gemma 3n, Gemma 4
+    # num_kv_shared_layers): they hold no cache of their own.
+    kv_shared_layers: int | None = Field(default=None, ge=0)
     expert_count: int | None = None
     expert_used_count: IntOrPerLayer = None
     vocab_size: int | None = None
