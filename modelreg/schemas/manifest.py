@@ -171,7 +171,11 @@ class FileEntry(BaseModel):
     # None only in hand-written reference manifests of builds we do not hold: unknown.
     bytes: int | None = Field(default=None, ge=0)
     sha256: Sha256 | None = None
-    role: Literal["weights", "config", "tokenizer", "chat_template", "other"] = "weights"
+    # "server": the script a published bundle serves with; "container": its Dockerfile. Both
+    # change behaviour, so both are digested like weights.
+    role: Literal[
+        "weights", "config", "tokenizer", "chat_template", "server", "container", "other"
+    ] = "weights"
 
     @field_validator("path")
     @classmethod
@@ -305,8 +309,44 @@ class NeuronModule(BaseModel):
     dtype: str  # "int8", "fp8", "bf16"…
     placement: Literal["sharded", "replicated"]
     # Bytes of one full copy: split over tp_degree ranks when sharded, on every rank when
-    # replicated. None: unknown.
+    # replicated. None: computed from the groups' parameters at ``dtype``.
     bytes: int | None = Field(default=None, ge=0)
+    source: str = "unknown"
+    # The parameter groups (ParameterGroups names) this module holds. Empty: the module's name
+    # when it is a group name, else nothing — a fit then reports the groups nobody holds.
+    groups: list[str] = Field(default_factory=list)
+
+    @field_validator("groups")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        _known_groups(value)
+        return value
+
+
+class NeuronVariant(BaseModel):
+    """Another residency layout of the same recipe that was tried (a rejected candidate), kept
+    so that ``fit`` can show why the recorded layout was chosen."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    modules: list[NeuronModule] = Field(min_length=1)
+    observed: str | None = None  # what happened when it was tried, e.g. the runtime's error
+    source: str = "unknown"
+
+
+class HostRun(BaseModel):
+    """Host memory and time one job on the bundle took (compile or deploy), as measured or
+    declared. Unknown is ``None``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    peak_rss_bytes: int | None = Field(default=None, ge=0)
+    # Swap the measured run had (a compile that only finished with swap needs it again).
+    swap_bytes: int | None = Field(default=None, ge=0)
+    # Wall time: compile duration, or deploy start to ready (what a verify timeout must cover).
+    seconds: float | None = Field(default=None, ge=0)
+    instance: str | None = None  # where it ran, e.g. "inf2.8xlarge"
     source: str = "unknown"
 
 
@@ -325,11 +365,12 @@ class HostEmbedding(BaseModel):
 
 
 class NeuronFacts(BaseModel):
-    """What an Inferentia2 bundle was compiled as (NxD Inference, optimum-neuron or slim)."""
+    """What an Inferentia2 bundle was compiled as (NxD Inference, optimum-neuron, slim, or a
+    bundle as published: config, neff / model.pt, embedding table, server, Dockerfile)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    layout: Literal["nxdi", "optimum-neuron", "slim-host-embedding"]
+    layout: Literal["nxdi", "optimum-neuron", "slim-host-embedding", "published"]
     tp_degree: int | None = Field(default=None, gt=0)
     batch_size: int | None = Field(default=None, gt=0)
     seq_len: int | None = Field(default=None, gt=0)
@@ -346,8 +387,24 @@ class NeuronFacts(BaseModel):
     compiled_on: str | None = None
     neff_bytes: int | None = Field(default=None, ge=0)
     host_embedding: HostEmbedding | None = None
-    host_peak_rss_bytes: int | None = Field(default=None, ge=0)  # measured at deploy, if known
     pt_archives: dict[str, list[str]] = Field(default_factory=dict)  # .pt file -> neff entries
+    compile_host: HostRun | None = None
+    deploy_host: HostRun | None = None
+    variants: list[NeuronVariant] = Field(default_factory=list)
+    # Fact -> where it was read when it did not come from a neuron_config (published bundles:
+    # "Dockerfile: FROM …", "server.py: TP = 2").
+    derived_from: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_host_peak(cls, data: object) -> object:
+        # Records made before deploy_host kept the deploy peak RSS in host_peak_rss_bytes.
+        if isinstance(data, dict) and "host_peak_rss_bytes" in data:
+            data = dict(data)
+            peak = data.pop("host_peak_rss_bytes")
+            if peak is not None and data.get("deploy_host") is None:
+                data["deploy_host"] = {"peak_rss_bytes": peak}
+        return data
 
 
 class RuntimeRequirements(BaseModel):
