@@ -39,7 +39,12 @@ from modelreg.manifests.ledger import (
     hf_layer_of,
     summarize_quantization,
 )
-from modelreg.manifests.neuron import is_neuron_bundle, read_bundle
+from modelreg.manifests.neuron import (
+    bundle_file_role,
+    bundle_files,
+    is_neuron_bundle,
+    read_bundle,
+)
 from modelreg.manifests.safetensors import DTYPE_BYTES, read_checkpoint
 from modelreg.schemas.manifest import (
     MODEL_ID_RE,
@@ -84,6 +89,80 @@ class BuildRequest:
     trust_cache: bool = False
     progress: ProgressCallback | None = None
     on_hashing: Any = None
+    # Totals published elsewhere (a model card, a paper), for artifacts whose own files do not
+    # say enough: recorded with provenance ``declared:<params_source>``.
+    total_params: int | None = None
+    active_params: int | None = None
+    params_source: str | None = None
+
+
+# A declared count may differ from the artifact's own count by rounding only ("25.2B").
+DECLARED_COUNT_TOLERANCE = 0.05
+MAX_PARAMS_SOURCE_CHARS = 500
+
+
+def declare_counts(
+    ledger: ParameterLedger,
+    *,
+    total: int | None,
+    active: int | None,
+    source: str | None,
+) -> tuple[ParameterLedger, list[str]]:
+    """The ledger with declared total / active parameters filled in where it knows none.
+
+    Where the artifact's own count (tensors or config) is known, it stays: a declaration that
+    agrees within DECLARED_COUNT_TOLERANCE is noted, one that contradicts it is bad input.
+    """
+    if total is None and active is None:
+        if source is not None:
+            raise InvalidInput(
+                f"--params-source {source!r} given without --total-params or --active-params"
+            )
+        return ledger, []
+    if source is None or not source.strip():
+        raise InvalidInput(
+            "--total-params / --active-params need --params-source URL: where the number was "
+            "published (e.g. the model card)"
+        )
+    source = source.strip()
+    if len(source) > MAX_PARAMS_SOURCE_CHARS or any(c in source for c in "\r\n\t"):
+        raise InvalidInput(
+            f"--params-source {source[:60]!r}: give one line of at most "
+            f"{MAX_PARAMS_SOURCE_CHARS} characters (a URL)"
+        )
+    provenance = f"declared:{source}"
+    updated = ledger.model_copy(deep=True)
+    notes = []
+    for name, value in (("total", total), ("active", active)):
+        if value is None:
+            continue
+        if value <= 0:
+            raise InvalidInput(f"--{name}-params {value} must be a positive parameter count")
+        current: Count = getattr(updated, name)
+        if current.value is None:
+            setattr(updated, name, Count(value=value, provenance=provenance))
+            continue
+        deviation = abs(value - current.value) / current.value if current.value else 1.0
+        if deviation > DECLARED_COUNT_TOLERANCE:
+            raise InvalidInput(
+                f"--{name}-params {value:,} contradicts the artifact's own count "
+                f"{current.value:,} ({current.provenance}), {deviation:.1%} apart — drop "
+                f"--{name}-params or fix the artifact"
+            )
+        notes.append(
+            f"declared {name} parameters {value:,} ({source}) agree with the "
+            f"{current.provenance} count {current.value:,} ({deviation:.1%} apart)"
+        )
+    if (
+        updated.total.value is not None
+        and updated.active.value is not None
+        and updated.active.value > updated.total.value
+    ):
+        raise InvalidInput(
+            f"active parameters {updated.active.value:,} exceed total "
+            f"{updated.total.value:,}: check --active-params / --total-params"
+        )
+    return updated, notes
 
 
 def build_manifest(
@@ -99,11 +178,16 @@ def build_manifest(
     trust_cache: bool = False,
     progress: ProgressCallback | None = None,
     on_hashing: Any = None,
+    total_params: int | None = None,
+    active_params: int | None = None,
+    params_source: str | None = None,
 ) -> BuiltArtifact:
     """Read, digest and describe the artifact made of ``paths``.
 
     Everything is checked before anything is hashed, so bad input fails fast. ``on_hashing``
     is called with the total number of bytes about to be hashed (for a progress display).
+    ``total_params`` / ``active_params`` with ``params_source`` declare counts the artifact
+    cannot establish itself (provenance ``declared:<params_source>``).
     """
     if not paths:
         raise InvalidInput("no artifact path given")
@@ -111,6 +195,10 @@ def build_manifest(
         model_id = parse_model_id(model_id)
     if base_model is not None:
         base_model = parse_model_id(base_model)
+    # Checked before hashing: a bad declaration fails fast.
+    declare_counts(
+        ParameterLedger(), total=total_params, active=active_params, source=params_source
+    )
     built = _build_any(
         paths,
         BuildRequest(
@@ -123,9 +211,19 @@ def build_manifest(
             trust_cache=trust_cache,
             progress=progress,
             on_hashing=on_hashing,
+            total_params=total_params,
+            active_params=active_params,
+            params_source=params_source,
         ),
     )
     manifest = built.manifest
+    if total_params is not None or active_params is not None:
+        ledger, notes = declare_counts(
+            manifest.parameters, total=total_params, active=active_params, source=params_source
+        )
+        manifest = finalize(
+            manifest.model_copy(update={"parameters": ledger, "notes": manifest.notes + notes})
+        )
     if base_model is not None:
         if manifest.base_model not in (None, base_model):
             raise InvalidInput(
@@ -552,10 +650,13 @@ def _build_neuron(directory: Path, req: BuildRequest) -> BuiltArtifact:
     ledger = ledger_from_config(hf_config) if hf_config else ParameterLedger()
     if req.effective is not None:
         ledger.effective = req.effective
-    names = sorted(
-        p.name for p in directory.iterdir() if p.is_file() and not p.name.startswith(".")
-    )
-    files = _file_entries(directory, names, req, {})
+    notes = []
+    if ledger.total.value is not None and _is_multimodal(hf_config):
+        notes.append(
+            "parameters counted from config.json's text_config: the language model only, "
+            "not its vision / audio towers"
+        )
+    files = _file_entries(directory, bundle_files(directory), req, {}, role=bundle_file_role)
     license_, base_model = _card_identity(directory, req.license_id)
     manifest = Manifest(
         model_id=req.model_id,
@@ -569,5 +670,6 @@ def _build_neuron(directory: Path, req: BuildRequest) -> BuiltArtifact:
         base_model=base_model,
         runtime=RuntimeRequirements(runtime="neuron"),
         golden_prompts=list(req.golden_prompts),
+        notes=notes,
     )
     return BuiltArtifact(finalize(manifest), directory)
