@@ -53,6 +53,7 @@ from modelreg.schemas.manifest import (
     FileEntry,
     GGUFFacts,
     GoldenPrompt,
+    HostRun,
     License,
     Manifest,
     ParameterLedger,
@@ -94,6 +95,10 @@ class BuildRequest:
     total_params: int | None = None
     active_params: int | None = None
     params_source: str | None = None
+    # Host memory / time a Neuron bundle's compile and deploy took, when the bundle does not
+    # state them itself (a bundle as published); each with its source.
+    compile_host: HostRun | None = None
+    deploy_host: HostRun | None = None
 
 
 # A declared count may differ from the artifact's own count by rounding only ("25.2B").
@@ -181,13 +186,16 @@ def build_manifest(
     total_params: int | None = None,
     active_params: int | None = None,
     params_source: str | None = None,
+    compile_host: HostRun | None = None,
+    deploy_host: HostRun | None = None,
 ) -> BuiltArtifact:
     """Read, digest and describe the artifact made of ``paths``.
 
     Everything is checked before anything is hashed, so bad input fails fast. ``on_hashing``
     is called with the total number of bytes about to be hashed (for a progress display).
     ``total_params`` / ``active_params`` with ``params_source`` declare counts the artifact
-    cannot establish itself (provenance ``declared:<params_source>``).
+    cannot establish itself (provenance ``declared:<params_source>``); ``compile_host`` /
+    ``deploy_host`` declare a Neuron bundle's measured host peaks when it states none.
     """
     if not paths:
         raise InvalidInput("no artifact path given")
@@ -214,6 +222,8 @@ def build_manifest(
             total_params=total_params,
             active_params=active_params,
             params_source=params_source,
+            compile_host=compile_host,
+            deploy_host=deploy_host,
         ),
     )
     manifest = built.manifest
@@ -247,6 +257,10 @@ def _build_any(paths: Sequence[Path | str], req: BuildRequest) -> BuiltArtifact:
         if not p.exists():
             raise InvalidArtifact(p, "file not found")
     bundles = [p for p in resolved if p.is_dir() and is_neuron_bundle(p)]
+    if (req.compile_host or req.deploy_host) and not bundles:
+        raise InvalidInput(
+            f"{resolved[0]}: compile / deploy host runs describe a Neuron bundle; this is not one"
+        )
     if bundles:
         if len(resolved) > 1:
             raise InvalidInput("give one Neuron bundle directory per add")
@@ -646,6 +660,18 @@ def _build_neuron(directory: Path, req: BuildRequest) -> BuiltArtifact:
     """An Inferentia2 bundle: compile facts, config facts, every file digested — and nothing
     from it executed (.pt files are read as zip archives)."""
     facts, hf_config = read_bundle(directory)
+    for job, declared in (("compile_host", req.compile_host), ("deploy_host", req.deploy_host)):
+        if declared is None:
+            continue
+        if declared.source == "unknown":
+            raise InvalidInput(f"declared {job} needs a source: where was it measured?")
+        stated = getattr(facts, job)
+        if stated is not None and stated != declared:
+            raise InvalidInput(
+                f"declared {job} {declared.model_dump(exclude_none=True)} contradicts the "
+                f"bundle's own {stated.model_dump(exclude_none=True)} — drop the declaration"
+            )
+        setattr(facts, job, declared)
     arch = architecture_from_config(hf_config, "config.json") if hf_config else ArchitectureFacts()
     ledger = ledger_from_config(hf_config) if hf_config else ParameterLedger()
     if req.effective is not None:

@@ -20,14 +20,14 @@ import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
 from modelreg.errors import InvalidArtifact, InvalidInput
 from modelreg.manifests.hf import file_role
 from modelreg.manifests.hf_config import first_int, read_json_object, text_config
-from modelreg.schemas.manifest import HostEmbedding, NeuronFacts, first_error
+from modelreg.schemas.manifest import FileRole, HostEmbedding, NeuronFacts, first_error
 
 NEURON_CONFIG = "neuron_config.json"
 DEPLOY_MANIFEST = "modelreg-deploy.json"
@@ -37,10 +37,6 @@ MAX_BUNDLE_FILES = 10_000
 MAX_SCRIPT_BYTES = 1 << 20
 # Host-side embedding tables a published slim deploy ships beside its neff.
 EMBEDDING_TABLE_NAMES = ("embed_tokens.pt", "embed_tokens.safetensors", "embed_tokens.bin")
-
-FileRole = Literal[
-    "weights", "config", "tokenizer", "chat_template", "server", "container", "other"
-]
 
 
 def bundle_file_role(relative: str) -> FileRole:

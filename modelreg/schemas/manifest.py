@@ -164,6 +164,13 @@ class License(BaseModel):
         return value.strip().lower() if value else None
 
 
+# "server": the script a published bundle serves with; "container": its Dockerfile. Both
+# change behaviour, so both are digested like weights.
+FileRole = Literal[
+    "weights", "config", "tokenizer", "chat_template", "server", "container", "other"
+]
+
+
 class FileEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -171,11 +178,7 @@ class FileEntry(BaseModel):
     # None only in hand-written reference manifests of builds we do not hold: unknown.
     bytes: int | None = Field(default=None, ge=0)
     sha256: Sha256 | None = None
-    # "server": the script a published bundle serves with; "container": its Dockerfile. Both
-    # change behaviour, so both are digested like weights.
-    role: Literal[
-        "weights", "config", "tokenizer", "chat_template", "server", "container", "other"
-    ] = "weights"
+    role: FileRole = "weights"
 
     @field_validator("path")
     @classmethod

@@ -347,3 +347,31 @@ def test_declared_active_above_declared_total_is_bad_input(tmp_path: Path) -> No
             active_params=25_000_000_000,
             params_source="https://example.org/card",
         )
+
+
+def test_a_published_bundle_takes_declared_host_runs(tmp_path: Path) -> None:
+    from modelreg.schemas.manifest import HostRun
+
+    bundle = _published(tmp_path / "published")
+    compile_run = HostRun(peak_rss_bytes=180 * 10**9, swap_bytes=100 * 10**9, source=SEED)
+    deploy_run = HostRun(peak_rss_bytes=11 * 10**9, seconds=490.9, source=SEED)
+    facts = _build(bundle, compile_host=compile_run, deploy_host=deploy_run).neuron
+    assert facts is not None
+    assert facts.compile_host == compile_run and facts.deploy_host == deploy_run
+    with pytest.raises(InvalidInput, match="needs a source"):
+        _build(bundle, deploy_host=HostRun(peak_rss_bytes=1))
+
+
+def test_a_declared_host_run_may_not_contradict_the_bundle(tmp_path: Path) -> None:
+    from modelreg.schemas.manifest import HostRun
+
+    bundle = _slim_bundle(tmp_path / "bundle")  # states an 11 GB deploy peak
+    with pytest.raises(InvalidInput, match="contradicts the bundle's own"):
+        _build(bundle, deploy_host=HostRun(peak_rss_bytes=5 * 10**9, source="me"))
+
+
+def test_host_runs_on_a_gguf_are_bad_input(smollm2: Path) -> None:
+    from modelreg.schemas.manifest import HostRun
+
+    with pytest.raises(InvalidInput, match="not one"):
+        build_manifest([smollm2], deploy_host=HostRun(peak_rss_bytes=1, source="me"))
