@@ -17,6 +17,7 @@ import pytest
 from modelreg.errors import InvalidArtifact, InvalidInput
 from modelreg.manifests.build import build_manifest
 from modelreg.manifests.neuron_fit import FitVerdict, neuron_fit_for_target
+from modelreg.schemas.manifest import Manifest
 from modelreg.targets import get_target
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -91,7 +92,7 @@ def _slim_bundle(directory: Path, **deploy: Any) -> Path:
     return directory
 
 
-def _build(bundle: Path, **kwargs: Any):  # type: ignore[no-untyped-def]
+def _build(bundle: Path, **kwargs: Any) -> Manifest:
     return build_manifest(
         [bundle], model_id=MODEL_ID, source=SOURCE, license_id="gemma", **kwargs
     ).manifest
