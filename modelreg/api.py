@@ -18,6 +18,7 @@ nothing public can skip a gate. Reporting methods return the pydantic output mod
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -81,7 +82,7 @@ from modelreg.schemas.output import (
 
 if TYPE_CHECKING:
     from modelreg.manifests.build import BuiltArtifact
-    from modelreg.schemas.manifest import Manifest
+    from modelreg.schemas.manifest import HostRun, Manifest
     from modelreg.targets import Target
     from modelreg.validators.base import VerifyOptions
     from modelreg.validators.child import RuntimeChild
@@ -153,11 +154,21 @@ def inspect(
     effective_params: int | None = None,
     effective_source: str | None = None,
     base_model: str | None = None,
+    total_params: int | None = None,
+    active_params: int | None = None,
+    params_source: str | None = None,
+    compile_host: HostRun | None = None,
+    deploy_host: HostRun | None = None,
     trust_cache: bool = False,
     progress: Any = None,
 ) -> BuiltArtifact:
     """Read, digest and describe an artifact — the manifest ``add`` would record — without
-    touching a database."""
+    touching a database.
+
+    ``total_params`` / ``active_params`` with ``params_source`` declare counts the artifact
+    cannot establish itself (provenance ``declared:<source>``); ``compile_host`` /
+    ``deploy_host`` declare a Neuron bundle's measured host peaks when it states none.
+    """
     from modelreg.manifests.build import build_manifest
     from modelreg.manifests.recipe import load_recipe
     from modelreg.schemas.manifest import Count, GoldenPrompt
@@ -179,6 +190,11 @@ def inspect(
         effective=declared,
         trust_cache=trust_cache,
         base_model=base_model,
+        total_params=total_params,
+        active_params=active_params,
+        params_source=params_source,
+        compile_host=compile_host,
+        deploy_host=deploy_host,
         progress=progress,
         on_hashing=getattr(progress, "start", None),
     )
@@ -550,8 +566,16 @@ class Registry:
         warm_llama_child: RuntimeChild | None = None,
     ) -> VerifyOutput:
         from modelreg import host
+        from modelreg.manifests.neuron_fit import recommended_verify_timeout
+        from modelreg.validators.base import VerifyOptions
         from modelreg.validators.verify import run_checks
 
+        options = options or VerifyOptions()
+        if options.timeout_seconds is None:
+            # A Neuron cold start is minutes (the seed's bundle: 112 s neff load, 491 s cold
+            # start); the target kind's default is raised to cover the bundle's measured one.
+            seconds, _why = recommended_verify_timeout(record.manifest, target)
+            options = dataclasses.replace(options, timeout_seconds=seconds)
         results = run_checks(record, target, files, options, warm_llama_child)
         fingerprint = runtime_fingerprint(target, _runtime_of(record))
         verdict = rules.run_verdict(
@@ -1035,7 +1059,8 @@ class Registry:
         return diff(*self.manifest_of(a), *self.manifest_of(b))
 
     def fit(self, ref: str, target: str, **options: Any) -> FitOutput:
-        """Will the record (or manifest file) fit ``target``'s memory?"""
+        """Will the record (or manifest file) fit ``target``'s memory? (``compile_host=True``:
+        can ``target`` compile this Neuron bundle?)"""
         name, manifest = self.manifest_of(ref)
         return fit(name, manifest, self.target(target), **options)
 
@@ -1221,9 +1246,16 @@ def diff(name_a: str, a: Manifest, name_b: str, b: Manifest) -> DiffOutput:
     )
 
 
-def fit(name: str, manifest: Manifest, target: Target, **options: Any) -> FitOutput:
-    """Weights + KV cache + overhead against ``target``'s memory (Neuron bundles: per
-    NeuronCore under the tp degree, and host RAM apart)."""
-    from modelreg.manifests.fit_report import fit_report
+def fit(
+    name: str, manifest: Manifest, target: Target, *, compile_host: bool = False, **options: Any
+) -> FitOutput:
+    """Weights + KV cache + overhead against ``target``'s memory (Neuron bundles: every
+    parameter group resident per NeuronCore under the tp degree, and host RAM apart; each
+    recorded layout variant too). ``compile_host``: can ``target`` compile the bundle?"""
+    from modelreg.manifests.fit_report import compile_host_report, fit_report
 
+    if compile_host:
+        if manifest.neuron is None:
+            raise InvalidInput(f"{name} is not a Neuron bundle: --compile-host applies to bundles")
+        return compile_host_report(name, manifest, target, options.get("headroom", 0.10))
     return fit_report(name, manifest, target, **options)

@@ -8,12 +8,16 @@ User-defined targets come from a YAML file (``$MODELREG_TARGETS`` or
       xeon-avx1:
         kind: cpu
         description: 2013 dual Xeon E5-2690 v2, AVX1 only
-        cpu_flags: [pni, ssse3, sse4_1, sse4_2, avx, popcnt]
+        # Ivy Bridge-EP: AVX and F16C, no AVX2 / FMA3 / BMI (manifests/targets.yaml has the
+        # full list)
+        cpu_flags: [sse, sse2, pni, ssse3, sse4_1, sse4_2, popcnt, aes, pclmulqdq, avx, f16c]
         memory_gib: 256
+        swap_gib: 0                # declared swap; host-memory checks count only what is declared
         hosts: ["xeon-*"]          # hostnames (globs) that are this target
         golden_prompts:
           - {prompt: "Q: What is the capital of France?\\nA:", expect: Paris}
         runtime: {llama.cpp: b6000}  # what its hosts run: evidence expires when it changes
+        verify_timeout_seconds: 300  # default: 300 for cpu targets, 900 for neuron targets
 
 Checks that need the target's hardware (a real generation) run only on a host that *is* the
 target; elsewhere they report ``unavailable``.
@@ -38,6 +42,12 @@ MAX_TARGETS_FILE_BYTES = 1 << 20
 
 TargetKind = Literal["cpu", "neuron"]
 
+# How long a verify waits for a runtime check, per target kind, unless the target says.
+# A cold inf2 start is slow: the Gemma-4 26B-A4B slim deploy loads its 26.8 GB neff in 112 s
+# from a warm disk and was ready after 491 s on a fresh inf2.xlarge pulling from cold EBS
+# (../shared/seeds/001_f0b27c556ce7a172.txt) — 300 s would call a good build a timeout.
+DEFAULT_VERIFY_TIMEOUT_SECONDS: dict[str, float] = {"cpu": 300.0, "neuron": 900.0}
+
 
 @dataclass(frozen=True)
 class Target:
@@ -55,6 +65,9 @@ class Target:
     # Runtime the target's hosts run, as declared (e.g. {"llama.cpp": "b6000"}); part of the
     # fingerprint that makes evidence expire.
     runtime: dict[str, str] = field(default_factory=dict)
+    # Swap its hosts have, as declared (None: undeclared, counted as none in memory checks).
+    swap_bytes: int | None = None
+    verify_timeout_seconds: float = DEFAULT_VERIFY_TIMEOUT_SECONDS["cpu"]
 
     @property
     def hbm_bytes(self) -> int:
@@ -96,6 +109,7 @@ def _builtin() -> dict[str, Target]:
             is_local=neuron_device_visible(),
             neuron_cores=cores,
             neuron_devices=devices,
+            verify_timeout_seconds=DEFAULT_VERIFY_TIMEOUT_SECONDS["neuron"],
         )
     return targets
 
@@ -111,6 +125,8 @@ class _TargetSpec(BaseModel):
     neuron_cores: int = Field(default=0, ge=0)
     golden_prompts: list[GoldenPrompt] = Field(default_factory=list)
     runtime: dict[str, str | int | float] = Field(default_factory=dict)
+    swap_gib: float | None = Field(default=None, ge=0)
+    verify_timeout_seconds: float | None = Field(default=None, gt=0, le=86400)
 
 
 class _TargetsFile(BaseModel):
@@ -120,17 +136,13 @@ class _TargetsFile(BaseModel):
 
 
 def _user_targets(path: Path) -> dict[str, Target]:
-    import yaml
+    from modelreg.safeyaml import read_yaml_file
 
     if not path.exists():
         return {}
+    data = read_yaml_file(path, max_bytes=MAX_TARGETS_FILE_BYTES, what="targets file") or {}
     try:
-        if path.stat().st_size > MAX_TARGETS_FILE_BYTES:
-            raise InvalidInput(f"{path}: targets file larger than {MAX_TARGETS_FILE_BYTES} bytes")
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         parsed = _TargetsFile.model_validate(data)
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
     except ValidationError as exc:
         raise InvalidInput(f"{path}: {first_error(exc)}") from None
     me = host.hostname()
@@ -153,6 +165,9 @@ def _user_targets(path: Path) -> dict[str, Target]:
             origin=str(path),
             hosts=tuple(spec.hosts),
             runtime={key: str(value) for key, value in spec.runtime.items()},
+            swap_bytes=int(spec.swap_gib * GiB) if spec.swap_gib is not None else None,
+            verify_timeout_seconds=spec.verify_timeout_seconds
+            or DEFAULT_VERIFY_TIMEOUT_SECONDS[spec.kind],
         )
     return targets
 

@@ -88,8 +88,14 @@ def verify(
         typer.Option("--path", help="Where the files are on this host (default: where added)."),
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=1, help="Seconds a runtime check may take.")
-    ] = 300.0,
+        float | None,
+        typer.Option(
+            "--timeout",
+            min=1,
+            help="Seconds a runtime check may take (default: 300 on cpu targets, 900 on inf2 "
+            "or more for a bundle whose measured cold start needs it).",
+        ),
+    ] = None,
     context: Annotated[
         int | None, typer.Option("--context", min=1, help="Context tokens for the memory check.")
     ] = None,

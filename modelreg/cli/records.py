@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -69,10 +70,74 @@ BaseModelOption = Annotated[
     str | None,
     typer.Option("--base-model", help="The model this artifact was made from, org/name."),
 ]
+TotalParamsOption = Annotated[
+    int | None,
+    typer.Option("--total-params", min=1, help="Declared total parameters (with --params-source)."),
+]
+ActiveParamsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--active-params", min=1, help="Declared active parameters (with --params-source)."
+    ),
+]
+ParamsSourceOption = Annotated[
+    str | None,
+    typer.Option("--params-source", help="Where the declared counts are published (URL)."),
+]
+CompilePeakOption = Annotated[
+    float | None,
+    typer.Option("--compile-peak-gib", min=0, help="Neuron: peak host RAM the compile took."),
+]
+CompileSwapOption = Annotated[
+    float | None,
+    typer.Option("--compile-swap-gib", min=0, help="Neuron: swap the compile needed."),
+]
+DeployPeakOption = Annotated[
+    float | None,
+    typer.Option("--deploy-peak-gib", min=0, help="Neuron: peak host RSS at deploy (load)."),
+]
+DeploySwapOption = Annotated[
+    float | None,
+    typer.Option("--deploy-swap-gib", min=0, help="Neuron: swap the deploy needed."),
+]
+ColdStartOption = Annotated[
+    float | None,
+    typer.Option("--cold-start-seconds", min=0, help="Neuron: deploy start to ready."),
+]
+HostSourceOption = Annotated[
+    str | None,
+    typer.Option("--host-source", help="Where the compile/deploy host figures come from."),
+]
 RecipeOption = Annotated[
     Path | None,
     typer.Option("--recipe", help="Quantization recipe YAML (tool, revision, scheme, ...)."),
 ]
+
+
+GiB = 1 << 30
+
+
+def _host_run(
+    job: str, peak: float | None, swap: float | None, seconds: float | None, source: str | None
+) -> Any:
+    from modelreg.errors import InvalidInput
+    from modelreg.schemas.manifest import HostRun
+
+    if peak is None and swap is None and seconds is None:
+        return None
+    for name, value in ((f"--{job}-peak-gib", peak), (f"--{job}-swap-gib", swap)):
+        if value is not None and not math.isfinite(value):
+            raise InvalidInput(f"{name} {value} must be a finite number")
+    if seconds is not None and not math.isfinite(seconds):
+        raise InvalidInput(f"seconds {seconds} must be a finite number")
+    if not source:
+        raise InvalidInput(f"--{job}-… figures need --host-source (where they were measured)")
+    return HostRun(
+        peak_rss_bytes=int(peak * GiB) if peak is not None else None,
+        swap_bytes=int(swap * GiB) if swap is not None else None,
+        seconds=seconds,
+        source=f"declared:{source}",
+    )
 
 
 def _options(
@@ -85,6 +150,11 @@ def _options(
     effective: int | None,
     effective_source: str | None,
     base_model: str | None,
+    total_params: int | None = None,
+    active_params: int | None = None,
+    params_source: str | None = None,
+    compile_host: Any = None,
+    deploy_host: Any = None,
 ) -> dict[str, Any]:
     from modelreg.errors import InvalidInput
 
@@ -103,6 +173,11 @@ def _options(
         "effective_params": effective,
         "effective_source": effective_source,
         "base_model": base_model,
+        "total_params": total_params,
+        "active_params": active_params,
+        "params_source": params_source,
+        "compile_host": compile_host,
+        "deploy_host": deploy_host,
     }
 
 

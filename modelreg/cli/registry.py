@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -74,20 +74,34 @@ def fit(
     headroom: Annotated[
         float, typer.Option("--headroom", help="Fraction of memory kept free.")
     ] = 0.10,
+    compile_host: Annotated[
+        str | None,
+        typer.Option(
+            "--compile-host",
+            metavar="TARGET",
+            help="Neuron bundles: can TARGET compile it (peak host RAM and swap)?",
+        ),
+    ] = None,
     json_out: JsonOption = False,
 ) -> int:
-    """Weights + KV cache + overhead against TARGET's memory; exit 0 only if it fits."""
+    """Weights + KV cache + overhead against TARGET's memory; exit 0 only if it fits. Neuron
+    bundles: every parameter group must be resident (else 'incomplete'), and every recorded
+    layout variant is shown."""
     from modelreg import api
 
     _positive_finite("--overhead", overhead)
     _positive_finite("--headroom", headroom, high=1.0)
-    options = {
-        "context": context,
-        "concurrency": concurrency,
-        "kv_dtype": kv_dtype,
-        "overhead": overhead,
-        "headroom": headroom,
-    }
+    options: dict[str, Any] = {"headroom": headroom}
+    if compile_host is not None:
+        options["compile_host"] = True
+        target = compile_host
+    else:
+        options |= {
+            "context": context,
+            "concurrency": concurrency,
+            "kv_dtype": kv_dtype,
+            "overhead": overhead,
+        }
     path = Path(record_ref)
     if path.suffix == ".json" and path.is_file():
         from modelreg.schemas.manifest import read_manifest_file
@@ -113,7 +127,20 @@ def fit(
     out(
         f"verdict: {result.verdict}" + (f" — {'; '.join(result.reasons)}" if result.reasons else "")
     )
-    for note in result.detail.get("kv_cache", {}).get("notes", []):
+    for group in result.detail.get("missing_groups", []):
+        out(f"not resident: {group} — no module of the bundle holds it")
+    for layout in result.detail.get("layouts", [])[1:]:
+        line = f"variant '{layout['layout']}': {layout['verdict']}"
+        per_rank = layout["per_rank"]["GiB"]
+        if per_rank is not None:
+            line += f" at {per_rank:.2f} GiB of weights per NeuronCore"
+        if layout["reasons"]:
+            line += f" — {layout['reasons'][0]}"
+        out(line)
+        if layout.get("observed"):
+            out(f"  observed: {layout['observed']}")
+    notes = [*result.detail.get("kv_cache", {}).get("notes", []), *result.detail.get("notes", [])]
+    for note in notes:
         out(f"note: {note}")
     return 0 if result.fits else 1
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from modelreg.manifests.hf import (
 from modelreg.manifests.hf_config import (
     architecture_from_config,
     ledger_from_config,
+    parameters_from_config,
     read_json_object,
     text_config,
 )
@@ -38,7 +39,12 @@ from modelreg.manifests.ledger import (
     hf_layer_of,
     summarize_quantization,
 )
-from modelreg.manifests.neuron import is_neuron_bundle, read_bundle
+from modelreg.manifests.neuron import (
+    bundle_file_role,
+    bundle_files,
+    is_neuron_bundle,
+    read_bundle,
+)
 from modelreg.manifests.safetensors import DTYPE_BYTES, read_checkpoint
 from modelreg.schemas.manifest import (
     MODEL_ID_RE,
@@ -47,6 +53,7 @@ from modelreg.schemas.manifest import (
     FileEntry,
     GGUFFacts,
     GoldenPrompt,
+    HostRun,
     License,
     Manifest,
     ParameterLedger,
@@ -83,6 +90,84 @@ class BuildRequest:
     trust_cache: bool = False
     progress: ProgressCallback | None = None
     on_hashing: Any = None
+    # Totals published elsewhere (a model card, a paper), for artifacts whose own files do not
+    # say enough: recorded with provenance ``declared:<params_source>``.
+    total_params: int | None = None
+    active_params: int | None = None
+    params_source: str | None = None
+    # Host memory / time a Neuron bundle's compile and deploy took, when the bundle does not
+    # state them itself (a bundle as published); each with its source.
+    compile_host: HostRun | None = None
+    deploy_host: HostRun | None = None
+
+
+# A declared count may differ from the artifact's own count by rounding only ("25.2B").
+DECLARED_COUNT_TOLERANCE = 0.05
+MAX_PARAMS_SOURCE_CHARS = 500
+
+
+def declare_counts(
+    ledger: ParameterLedger,
+    *,
+    total: int | None,
+    active: int | None,
+    source: str | None,
+) -> tuple[ParameterLedger, list[str]]:
+    """The ledger with declared total / active parameters filled in where it knows none.
+
+    Where the artifact's own count (tensors or config) is known, it stays: a declaration that
+    agrees within DECLARED_COUNT_TOLERANCE is noted, one that contradicts it is bad input.
+    """
+    if total is None and active is None:
+        if source is not None:
+            raise InvalidInput(
+                f"--params-source {source!r} given without --total-params or --active-params"
+            )
+        return ledger, []
+    if source is None or not source.strip():
+        raise InvalidInput(
+            "--total-params / --active-params need --params-source URL: where the number was "
+            "published (e.g. the model card)"
+        )
+    source = source.strip()
+    if len(source) > MAX_PARAMS_SOURCE_CHARS or any(c in source for c in "\r\n\t"):
+        raise InvalidInput(
+            f"--params-source {source[:60]!r}: give one line of at most "
+            f"{MAX_PARAMS_SOURCE_CHARS} characters (a URL)"
+        )
+    provenance = f"declared:{source}"
+    updated = ledger.model_copy(deep=True)
+    notes = []
+    for name, value in (("total", total), ("active", active)):
+        if value is None:
+            continue
+        if value <= 0:
+            raise InvalidInput(f"--{name}-params {value} must be a positive parameter count")
+        current: Count = getattr(updated, name)
+        if current.value is None:
+            setattr(updated, name, Count(value=value, provenance=provenance))
+            continue
+        deviation = abs(value - current.value) / current.value if current.value else 1.0
+        if deviation > DECLARED_COUNT_TOLERANCE:
+            raise InvalidInput(
+                f"--{name}-params {value:,} contradicts the artifact's own count "
+                f"{current.value:,} ({current.provenance}), {deviation:.1%} apart — drop "
+                f"--{name}-params or fix the artifact"
+            )
+        notes.append(
+            f"declared {name} parameters {value:,} ({source}) agree with the "
+            f"{current.provenance} count {current.value:,} ({deviation:.1%} apart)"
+        )
+    if (
+        updated.total.value is not None
+        and updated.active.value is not None
+        and updated.active.value > updated.total.value
+    ):
+        raise InvalidInput(
+            f"active parameters {updated.active.value:,} exceed total "
+            f"{updated.total.value:,}: check --active-params / --total-params"
+        )
+    return updated, notes
 
 
 def build_manifest(
@@ -98,11 +183,19 @@ def build_manifest(
     trust_cache: bool = False,
     progress: ProgressCallback | None = None,
     on_hashing: Any = None,
+    total_params: int | None = None,
+    active_params: int | None = None,
+    params_source: str | None = None,
+    compile_host: HostRun | None = None,
+    deploy_host: HostRun | None = None,
 ) -> BuiltArtifact:
     """Read, digest and describe the artifact made of ``paths``.
 
     Everything is checked before anything is hashed, so bad input fails fast. ``on_hashing``
     is called with the total number of bytes about to be hashed (for a progress display).
+    ``total_params`` / ``active_params`` with ``params_source`` declare counts the artifact
+    cannot establish itself (provenance ``declared:<params_source>``); ``compile_host`` /
+    ``deploy_host`` declare a Neuron bundle's measured host peaks when it states none.
     """
     if not paths:
         raise InvalidInput("no artifact path given")
@@ -110,6 +203,10 @@ def build_manifest(
         model_id = parse_model_id(model_id)
     if base_model is not None:
         base_model = parse_model_id(base_model)
+    # Checked before hashing: a bad declaration fails fast.
+    declare_counts(
+        ParameterLedger(), total=total_params, active=active_params, source=params_source
+    )
     built = _build_any(
         paths,
         BuildRequest(
@@ -122,9 +219,21 @@ def build_manifest(
             trust_cache=trust_cache,
             progress=progress,
             on_hashing=on_hashing,
+            total_params=total_params,
+            active_params=active_params,
+            params_source=params_source,
+            compile_host=compile_host,
+            deploy_host=deploy_host,
         ),
     )
     manifest = built.manifest
+    if total_params is not None or active_params is not None:
+        ledger, notes = declare_counts(
+            manifest.parameters, total=total_params, active=active_params, source=params_source
+        )
+        manifest = finalize(
+            manifest.model_copy(update={"parameters": ledger, "notes": manifest.notes + notes})
+        )
     if base_model is not None:
         if manifest.base_model not in (None, base_model):
             raise InvalidInput(
@@ -148,6 +257,10 @@ def _build_any(paths: Sequence[Path | str], req: BuildRequest) -> BuiltArtifact:
         if not p.exists():
             raise InvalidArtifact(p, "file not found")
     bundles = [p for p in resolved if p.is_dir() and is_neuron_bundle(p)]
+    if (req.compile_host or req.deploy_host) and not bundles:
+        raise InvalidInput(
+            f"{resolved[0]}: compile / deploy host runs describe a Neuron bundle; this is not one"
+        )
     if bundles:
         if len(resolved) > 1:
             raise InvalidInput("give one Neuron bundle directory per add")
@@ -391,10 +504,7 @@ def _build_safetensors(
     if not config:
         all_notes.append("no config.json: architecture facts unknown")
     else:
-        implied = ledger_from_config(config).total.value
-        counted = ledger.total.value
-        if implied is not None and counted is not None and implied != counted:
-            all_notes.append(f"config implies {implied:,} parameters, the tensors hold {counted:,}")
+        all_notes += config_tensor_mismatches(config, entries)
     dtype = config.get("torch_dtype") or config.get("dtype") or text_config(config).get("dtype")
     nominal = (
         str(dtype)
@@ -437,22 +547,66 @@ def _build_safetensors(
 
 
 def _file_entries(
-    directory: Path, names: Sequence[str], req: BuildRequest, known: dict[str, str]
+    directory: Path,
+    names: Sequence[str],
+    req: BuildRequest,
+    known: dict[str, str],
+    *,
+    role: Callable[[str], Any] = file_role,
 ) -> list[FileEntry]:
-    """Digest every named file (concurrently) unless its sha256 is already ``known``."""
-    to_hash = [directory / n for n in names if n not in known]
+    """Digest every named file (relative paths, concurrently) unless its sha256 is already
+    ``known``."""
+    to_hash = [n for n in names if n not in known]
+    paths = [directory / n for n in to_hash]
     if req.on_hashing:
-        req.on_hashing(sum(p.stat().st_size for p in to_hash))
-    hashed = dict(zip([p.name for p in to_hash], sha256_files(to_hash, req.progress), strict=True))
+        req.on_hashing(sum(p.stat().st_size for p in paths))
+    hashed = dict(zip(to_hash, sha256_files(paths, req.progress), strict=True))
     return [
         FileEntry(
             path=n,
             bytes=(directory / n).stat().st_size,
             sha256=known.get(n) or hashed[n],
-            role=file_role(n),
+            role=role(n),
         )
         for n in names
     ]
+
+
+# Tensor-name markers of the parts of a multimodal checkpoint that are not the language model.
+_NOT_LANGUAGE_MODEL = (
+    "vision_tower",
+    "vision_model",
+    "audio_tower",
+    "embed_vision",
+    "embed_audio",
+    "multi_modal_projector",
+)
+
+
+def _is_multimodal(config: dict[str, Any]) -> bool:
+    return any(isinstance(config.get(k), dict) for k in ("vision_config", "audio_config"))
+
+
+def config_tensor_mismatches(config: dict[str, Any], entries: Sequence[TensorEntry]) -> list[str]:
+    """Where the config's parameter count (language model) disagrees with the checkpoint's
+    language-model tensors, in total and group by group."""
+    implied = parameters_from_config(config)
+    if implied is None:
+        return []
+    language = [e for e in entries if not any(m in e.name for m in _NOT_LANGUAGE_MODEL)]
+    counted: dict[str, int] = {}
+    for entry in language:
+        role = classify_hf_tensor(entry.name)
+        counted[role] = counted.get(role, 0) + entry.n_elements
+    total = sum(counted.values())
+    if total == implied.total:
+        return []
+    notes = [f"config implies {implied.total:,} parameters, the tensors hold {total:,}"]
+    for group in sorted(set(implied.groups) | set(counted)):
+        want, have = implied.groups.get(group, 0), counted.get(group, 0)
+        if want != have:
+            notes.append(f"group {group}: config implies {want:,}, the tensors hold {have:,}")
+    return notes
 
 
 def _card_identity(directory: Path, license_id: str | None) -> tuple[License, str | None]:
@@ -506,14 +660,29 @@ def _build_neuron(directory: Path, req: BuildRequest) -> BuiltArtifact:
     """An Inferentia2 bundle: compile facts, config facts, every file digested — and nothing
     from it executed (.pt files are read as zip archives)."""
     facts, hf_config = read_bundle(directory)
+    for job, declared in (("compile_host", req.compile_host), ("deploy_host", req.deploy_host)):
+        if declared is None:
+            continue
+        if declared.source == "unknown":
+            raise InvalidInput(f"declared {job} needs a source: where was it measured?")
+        stated = getattr(facts, job)
+        if stated is not None and stated != declared:
+            raise InvalidInput(
+                f"declared {job} {declared.model_dump(exclude_none=True)} contradicts the "
+                f"bundle's own {stated.model_dump(exclude_none=True)} — drop the declaration"
+            )
+        setattr(facts, job, declared)
     arch = architecture_from_config(hf_config, "config.json") if hf_config else ArchitectureFacts()
     ledger = ledger_from_config(hf_config) if hf_config else ParameterLedger()
     if req.effective is not None:
         ledger.effective = req.effective
-    names = sorted(
-        p.name for p in directory.iterdir() if p.is_file() and not p.name.startswith(".")
-    )
-    files = _file_entries(directory, names, req, {})
+    notes = []
+    if ledger.total.value is not None and _is_multimodal(hf_config):
+        notes.append(
+            "parameters counted from config.json's text_config: the language model only, "
+            "not its vision / audio towers"
+        )
+    files = _file_entries(directory, bundle_files(directory), req, {}, role=bundle_file_role)
     license_, base_model = _card_identity(directory, req.license_id)
     manifest = Manifest(
         model_id=req.model_id,
@@ -527,5 +696,6 @@ def _build_neuron(directory: Path, req: BuildRequest) -> BuiltArtifact:
         base_model=base_model,
         runtime=RuntimeRequirements(runtime="neuron"),
         golden_prompts=list(req.golden_prompts),
+        notes=notes,
     )
     return BuiltArtifact(finalize(manifest), directory)

@@ -12,7 +12,30 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from modelreg.errors import InvalidInput
+
+# The Neuron fit lives in neuron_fit; these names stay importable from here.
+from modelreg.manifests.neuron_fit import (
+    DEFAULT_NEURON_HOST_RUNTIME_BYTES,
+    DEFAULT_NEURON_RESERVE_BYTES,
+    NEURON_CORE_HBM_BYTES,
+    Contributor,
+    NeuronFit,
+    neuron_fit,
+)
 from modelreg.schemas.manifest import ArchitectureFacts, Manifest
+
+__all__ = [
+    "DEFAULT_NEURON_HOST_RUNTIME_BYTES",
+    "DEFAULT_NEURON_RESERVE_BYTES",
+    "NEURON_CORE_HBM_BYTES",
+    "Contributor",
+    "KVEstimate",
+    "MemoryFit",
+    "NeuronFit",
+    "kv_cache_bytes",
+    "memory_fit",
+    "neuron_fit",
+]
 
 KVDtype = Literal["f32", "f16", "bf16", "q8_0", "q4_0"]
 KV_BYTES_PER_ELEMENT: dict[str, float] = {
@@ -67,7 +90,12 @@ def sliding_layers(arch: ArchitectureFacts) -> tuple[list[bool] | None, str | No
 def kv_cache_bytes(
     arch: ArchitectureFacts, tokens: int, sequences: int = 1, kv_dtype: str = "f16"
 ) -> KVEstimate:
-    """KV-cache bytes for ``tokens`` of context per sequence; unknown facts stay unknown."""
+    """KV-cache bytes for ``tokens`` of context per sequence; unknown facts stay unknown.
+
+    Head size and KV heads may differ per layer (Gemma 4's global layers); sliding-window
+    layers hold at most ``window`` tokens; KV-shared layers (the last ``kv_shared_layers``)
+    reuse an earlier layer's cache and hold none of their own.
+    """
     if not 0 < tokens <= MAX_CONTEXT:
         raise InvalidInput(f"context {tokens} is out of range (1 to {MAX_CONTEXT} tokens)")
     if not 0 < sequences <= MAX_SEQUENCES:
@@ -96,8 +124,11 @@ def kv_cache_bytes(
         pattern = [False] * layers
     elif pattern_source:
         notes.append(f"sliding-window layers from {pattern_source}")
+    shared = min(arch.kv_shared_layers or 0, layers)
+    if shared:
+        notes.append(f"the last {shared} layers reuse an earlier layer's KV cache: not counted")
     total = 0.0
-    for layer in range(layers):
+    for layer in range(layers - shared):
         kv_heads = _layer_value(arch.head_count_kv, layer)
         heads = _layer_value(arch.head_count, layer)
         if kv_heads is None:
@@ -109,7 +140,7 @@ def kv_cache_bytes(
                 layers,
                 unknown=[f"head_count_kv for layer {layer}"],
             )
-        key_dim = arch.key_length
+        key_dim = _layer_value(arch.key_length, layer)
         if key_dim is None:
             if not heads or arch.embedding_length is None:
                 return KVEstimate(
@@ -121,7 +152,7 @@ def kv_cache_bytes(
                     unknown=[f"head_dim for layer {layer}"],
                 )
             key_dim = arch.embedding_length // heads
-        value_dim = arch.value_length or key_dim
+        value_dim = _layer_value(arch.value_length, layer) or key_dim
         held = (
             min(tokens, arch.sliding_window) if pattern[layer] and arch.sliding_window else tokens
         )
@@ -223,139 +254,5 @@ def memory_fit(
         capacity_bytes,
         headroom_fraction,
         fits,
-        reasons,
-    )
-
-
-NEURON_CORE_HBM_BYTES = 16 * GiB
-# Device memory a loaded NEFF needs beyond its weights (runtime scratch, I/O tensors, KV
-# cache): the Gemma-4 port hit "Allocation Failure" with a weight estimate that looked like
-# it fit. Stated in every report, configurable.
-DEFAULT_NEURON_RESERVE_BYTES = 2 * GiB
-# Host RAM a slim deploy needs beyond its embedding table when no peak was measured.
-DEFAULT_NEURON_HOST_RUNTIME_BYTES = 4 * GiB
-
-
-@dataclass(frozen=True)
-class Contributor:
-    name: str
-    dtype: str
-    placement: str
-    per_rank_bytes: int | None
-
-
-@dataclass(frozen=True)
-class NeuronFit:
-    tp_degree: int | None
-    neuron_cores: int
-    per_rank_bytes: int | None
-    reserve_bytes: int
-    core_budget_bytes: int
-    contributors: list[Contributor]
-    host_bytes: int | None
-    host_rule: str
-    host_budget_bytes: int | None
-    fits_device: bool | None
-    fits_host: bool | None
-    reasons: list[str] = field(default_factory=list)
-
-    @property
-    def fits(self) -> bool | None:
-        if self.fits_device is False or self.fits_host is False:
-            return False
-        if self.fits_device is None or self.fits_host is None:
-            return None
-        return True
-
-
-def neuron_fit(
-    manifest: Manifest,
-    neuron_cores: int,
-    host_memory_bytes: int | None,
-    *,
-    reserve_bytes: int = DEFAULT_NEURON_RESERVE_BYTES,
-    headroom_fraction: float = 0.10,
-) -> NeuronFit:
-    """Per-NeuronCore residency under the bundle's tensor-parallel degree, and host RAM."""
-    facts = manifest.neuron
-    if facts is None:
-        raise InvalidInput("not a Neuron bundle: it has no compile facts (neuron section)")
-    reasons: list[str] = []
-    tp = facts.tp_degree
-    if tp is None:
-        reasons.append("tp_degree unknown")
-    elif tp > neuron_cores:
-        reasons.append(f"tp_degree {tp} needs {tp} NeuronCores; the target has {neuron_cores}")
-    contributors = []
-    for module in facts.modules:
-        if module.bytes is None or tp is None:
-            share = None
-        else:
-            share = module.bytes // tp if module.placement == "sharded" else module.bytes
-        contributors.append(Contributor(module.name, module.dtype, module.placement, share))
-    contributors.sort(key=lambda c: -(c.per_rank_bytes or 0))
-    unknown = [c.name for c in contributors if c.per_rank_bytes is None]
-    if not contributors:
-        reasons.append("no module residency declared")
-    elif unknown:
-        reasons.append(f"bytes unknown for {', '.join(unknown)}")
-    per_rank = (
-        None if unknown or not contributors else sum(c.per_rank_bytes or 0 for c in contributors)
-    )
-    budget = round(NEURON_CORE_HBM_BYTES * (1 - headroom_fraction))
-    fits_device: bool | None
-    if tp is not None and tp > neuron_cores:
-        fits_device = False
-    elif per_rank is None:
-        fits_device = None
-    else:
-        fits_device = per_rank + reserve_bytes <= budget
-        if not fits_device:
-            top = ", ".join(
-                f"{c.name} {c.dtype} {c.placement} {(c.per_rank_bytes or 0) / GB:.2f} GB"
-                for c in contributors[:3]
-            )
-            reasons.append(
-                f"{(per_rank + reserve_bytes) / GiB:.2f} GiB per NeuronCore (weights "
-                f"{per_rank / GiB:.2f} + reserve {reserve_bytes / GiB:.2f}) exceeds the "
-                f"{budget / GiB:.2f} GiB budget; biggest: {top}"
-            )
-
-    embed = facts.host_embedding
-    if facts.host_peak_rss_bytes is not None:
-        host_bytes: int | None = facts.host_peak_rss_bytes
-        host_rule = "measured host peak RSS at deploy"
-    elif embed is not None and embed.bytes is not None:
-        host_bytes = embed.bytes + DEFAULT_NEURON_HOST_RUNTIME_BYTES
-        host_rule = (
-            f"host embedding table + {DEFAULT_NEURON_HOST_RUNTIME_BYTES / GiB:.0f} GiB runtime"
-        )
-    else:
-        host_bytes, host_rule = None, "host needs unknown"
-    host_budget = round(host_memory_bytes * (1 - headroom_fraction)) if host_memory_bytes else None
-    fits_host: bool | None = None
-    if host_bytes is None:
-        reasons.append(host_rule)
-    elif host_budget is None:
-        reasons.append("target host memory unknown")
-    else:
-        fits_host = host_bytes <= host_budget
-        if not fits_host:
-            reasons.append(
-                f"host needs {host_bytes / GiB:.2f} GiB ({host_rule}); budget "
-                f"{host_budget / GiB:.2f} GiB"
-            )
-    return NeuronFit(
-        tp,
-        neuron_cores,
-        per_rank,
-        reserve_bytes,
-        budget,
-        contributors,
-        host_bytes,
-        host_rule,
-        host_budget,
-        fits_device,
-        fits_host,
         reasons,
     )

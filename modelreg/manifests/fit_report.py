@@ -101,55 +101,111 @@ def fit_report(
 
 
 def _neuron(name: str, manifest: Manifest, target: Target, headroom: float) -> FitOutput:
-    from modelreg.manifests.fit import neuron_fit
+    from modelreg.manifests.neuron_fit import neuron_fit_for_target
 
-    result = neuron_fit(
-        manifest, target.neuron_cores, target.memory_bytes, headroom_fraction=headroom
-    )
+    fits = neuron_fit_for_target(manifest, target, headroom_fraction=headroom)
+    recorded = fits[0]
     lines = [
         _line(
             f"module:{c.name}",
             f"{c.name} ({c.dtype}, {c.placement})",
             c.per_rank_bytes,
-            "per NeuronCore",
+            "per NeuronCore" + (f"; {c.bytes_source}" if c.bytes_source != "declared" else ""),
         )
-        for c in result.contributors
+        for c in recorded.contributors
     ]
     lines += [
-        _line("per_rank", "weights per rank", result.per_rank_bytes, f"TP={result.tp_degree}"),
-        _line("reserve", "runtime reserve", result.reserve_bytes, "scratch, I/O, KV cache"),
+        _line("per_rank", "weights per rank", recorded.per_rank_bytes, f"TP={recorded.tp_degree}"),
+        _line("reserve", "runtime reserve", recorded.reserve_bytes, "scratch, I/O, KV cache"),
         _line(
             "core_budget",
             "core budget",
-            result.core_budget_bytes,
+            recorded.core_budget_bytes,
             f"{1 - headroom:.0%} of 16 GiB HBM",
         ),
-        _line("host", "host RAM", result.host_bytes, result.host_rule),
+        _line("host", "host RAM", recorded.host_bytes, recorded.host_rule),
         _line(
             "host_budget",
             "host budget",
-            result.host_budget_bytes,
-            f"{1 - headroom:.0%} of {target.name}",
+            recorded.host_budget_bytes,
+            f"{1 - headroom:.0%} of {target.name} + declared swap",
         ),
     ]
+    if recorded.neff_bytes is not None or recorded.weights_all_ranks_bytes is not None:
+        lines += [
+            _line(
+                "weights_all_ranks",
+                "weights, all ranks",
+                recorded.weights_all_ranks_bytes,
+                "computed from the modules",
+            ),
+            _line("neff", "neff on disk", recorded.neff_bytes, "the compiled artifact"),
+        ]
     return FitOutput(
         record=name,
         target=target.name,
         kind="neuron",
-        verdict=_VERDICT[result.fits],
-        fits=result.fits,
-        reasons=list(result.reasons),
+        verdict=recorded.verdict.value,
+        fits=recorded.fits,
+        reasons=list(recorded.reasons),
         lines=lines,
         detail={
-            "tp_degree": result.tp_degree,
-            "neuron_cores": result.neuron_cores,
-            "fits_device": result.fits_device,
-            "fits_host": result.fits_host,
+            "tp_degree": recorded.tp_degree,
+            "neuron_cores": recorded.neuron_cores,
+            "fits_device": recorded.fits_device,
+            "fits_host": recorded.fits_host,
             "headroom": headroom,
             "contributors": [
                 {"name": c.name, "dtype": c.dtype, "placement": c.placement}
                 | sizes(c.per_rank_bytes).model_dump()
-                for c in result.contributors
+                for c in recorded.contributors
+            ],
+            "groups": [
+                {"group": g.group, "params": g.params, "held_by": g.held_by}
+                for g in recorded.groups
+            ],
+            "missing_groups": list(recorded.missing_groups),
+            "notes": list(
+                dict.fromkeys(
+                    [*recorded.notes, *(recorded.host.notes if recorded.host is not None else [])]
+                )
+            ),
+            "layouts": [
+                {
+                    "layout": f.layout,
+                    "verdict": f.verdict.value,
+                    "per_rank": sizes(f.per_rank_bytes).model_dump(),
+                    "core_budget": sizes(f.core_budget_bytes).model_dump(),
+                    "reasons": list(f.reasons),
+                    "missing_groups": list(f.missing_groups),
+                    "observed": f.observed,
+                }
+                for f in fits
             ],
         },
+    )
+
+
+def compile_host_report(
+    name: str, manifest: Manifest, target: Target, headroom: float
+) -> FitOutput:
+    """Can ``target`` compile this Neuron bundle (its recorded compile peak host memory
+    against the target's RAM less headroom plus declared swap)?"""
+    from modelreg.manifests.neuron_fit import compile_host_fit
+
+    fit = compile_host_fit(manifest, target, headroom_fraction=headroom)
+    return FitOutput(
+        record=name,
+        target=target.name,
+        kind="compile-host",
+        verdict=_VERDICT[fit.fits],
+        fits=fit.fits,
+        reasons=list(fit.reasons),
+        lines=[
+            _line("compile_peak", "compile peak host memory", fit.needed_bytes, fit.rule),
+            _line("ram", "host RAM", fit.ram_bytes, target.name),
+            _line("swap", "declared swap", fit.swap_bytes, "swap_gib of the target"),
+            _line("budget", "budget", fit.budget_bytes, f"{1 - headroom:.0%} of RAM + swap"),
+        ],
+        detail={"notes": list(fit.notes), "headroom": headroom},
     )

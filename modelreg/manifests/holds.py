@@ -7,6 +7,7 @@ reference manifest and one built by ``add`` follow the same rules.
 
 from __future__ import annotations
 
+from modelreg.manifests.neuron_dtypes import dtype_support_problems
 from modelreg.manifests.size_label import check_size_label, parse_size_label
 from modelreg.schemas.manifest import LabelCheck, Manifest
 
@@ -30,6 +31,41 @@ def label_check(manifest: Manifest) -> LabelCheck | None:
                 label, source, manifest.parameters, expert_count=manifest.architecture.expert_count
             )
     return None
+
+
+def neuron_hold_reasons(manifest: Manifest) -> list[str]:
+    """What a Neuron bundle does not state about its compile, and weight dtypes its stack
+    does not support (modelreg/data/neuron_dtypes.json)."""
+    facts = manifest.neuron
+    if facts is None:
+        return []
+    reasons = []
+    if facts.tp_degree is None:
+        reasons.append(
+            "tensor-parallel degree unknown: the bundle states none (neuron_config tp_degree, "
+            "or TP in its server script / Dockerfile)"
+        )
+    if facts.seq_len is None and not facts.context_buckets:
+        reasons.append("sequence length and context buckets unknown: the bundle states neither")
+    if facts.compiler_version is None:
+        reasons.append(
+            "neuronx-cc version unknown: record `neuronx-cc --version` as compiler_version — "
+            "evidence cannot expire on a compiler change nobody recorded"
+        )
+    if not facts.modules and facts.torch_dtype is None and facts.quantization_dtype is None:
+        reasons.append("weight dtype unknown: the bundle states no torch_dtype and no modules")
+    if facts.layout == "published" and facts.quantized is None and not facts.modules:
+        reasons.append(
+            "quantization unknown: a published bundle's config gives the checkpoint's dtype, "
+            "not what was compiled"
+        )
+    embedding = facts.host_embedding
+    if embedding is not None and embedding.scale is None:
+        reasons.append(
+            f"host embedding scale unknown: the server must multiply {embedding.file} rows "
+            "by the model's embedding scale (√hidden_size for Gemma); declare it"
+        )
+    return reasons + dtype_support_problems(facts)
 
 
 def hold_reasons(manifest: Manifest) -> list[str]:
@@ -56,6 +92,7 @@ def hold_reasons(manifest: Manifest) -> list[str]:
                 "mixture-of-experts tensors present but expert_count / expert_used_count "
                 "unknown: active parameters unknown"
             )
+    reasons += neuron_hold_reasons(manifest)
     check = manifest.label_check
     if check is not None:
         reasons += [f"size label {check.label!r} ({check.source}): {p}" for p in check.problems]

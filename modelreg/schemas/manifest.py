@@ -125,6 +125,48 @@ class Count(BaseModel):
         return cls()
 
 
+# Parameter groups, named like the tensor roles of manifests/ledger.py: "embeddings" (token and
+# per-layer embedding tables), "output" (the lm_head; zero parameters when tied), "attention",
+# "router", "experts" (routed), "shared_experts", "ffn" (dense MLP, e.g. Gemma 4's shared dense
+# MLP beside its experts), "norms", "other".
+PARAMETER_GROUPS = (
+    "embeddings",
+    "output",
+    "attention",
+    "router",
+    "experts",
+    "shared_experts",
+    "ffn",
+    "norms",
+    "other",
+)
+
+
+def _known_groups(names: list[str] | dict[str, int]) -> None:
+    unknown = sorted(set(names) - set(PARAMETER_GROUPS))
+    if unknown:
+        raise ValueError(
+            f"unknown parameter group {unknown[0]!r}: use one of {', '.join(PARAMETER_GROUPS)}"
+        )
+
+
+class ParameterGroups(BaseModel):
+    """Parameters per group of the language model, and where the split came from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    counts: dict[str, int]
+    provenance: Provenance
+
+    @field_validator("counts")
+    @classmethod
+    def _known_and_counted(cls, value: dict[str, int]) -> dict[str, int]:
+        _known_groups(value)
+        if any(n < 0 for n in value.values()):
+            raise ValueError("a parameter group count cannot be negative")
+        return value
+
+
 class ParameterLedger(BaseModel):
     """Total, non-embedding, active and effective parameters, kept apart ("E" is not "A")."""
 
@@ -134,6 +176,9 @@ class ParameterLedger(BaseModel):
     non_embedding: Count = Field(default_factory=Count.unknown)
     active: Count = Field(default_factory=Count.unknown)
     effective: Count = Field(default_factory=Count.unknown)
+    # Per-group split (from a config: tensors keep theirs in quantization.groups). A Neuron fit
+    # checks that the bundle's resident modules cover every group.
+    groups: ParameterGroups | None = None
 
 
 class License(BaseModel):
@@ -148,6 +193,13 @@ class License(BaseModel):
         return value.strip().lower() if value else None
 
 
+# "server": the script a published bundle serves with; "container": its Dockerfile. Both
+# change behaviour, so both are digested like weights.
+FileRole = Literal[
+    "weights", "config", "tokenizer", "chat_template", "server", "container", "other"
+]
+
+
 class FileEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -155,7 +207,7 @@ class FileEntry(BaseModel):
     # None only in hand-written reference manifests of builds we do not hold: unknown.
     bytes: int | None = Field(default=None, ge=0)
     sha256: Sha256 | None = None
-    role: Literal["weights", "config", "tokenizer", "chat_template", "other"] = "weights"
+    role: FileRole = "weights"
 
     @field_validator("path")
     @classmethod
@@ -222,10 +274,13 @@ class ArchitectureFacts(BaseModel):
     feed_forward_length: IntOrPerLayer = None
     head_count: IntOrPerLayer = None
     head_count_kv: IntOrPerLayer = None
-    key_length: int | None = None
-    value_length: int | None = None
+    key_length: IntOrPerLayer = None
+    value_length: IntOrPerLayer = None
     sliding_window: int | None = None
     sliding_window_pattern: list[bool] | None = None
+    # The last N layers reuse the KV cache of an earlier layer (Gemma 3n, Gemma 4
+    # num_kv_shared_layers): they hold no cache of their own.
+    kv_shared_layers: int | None = Field(default=None, ge=0)
     expert_count: int | None = None
     expert_used_count: IntOrPerLayer = None
     vocab_size: int | None = None
@@ -286,8 +341,44 @@ class NeuronModule(BaseModel):
     dtype: str  # "int8", "fp8", "bf16"…
     placement: Literal["sharded", "replicated"]
     # Bytes of one full copy: split over tp_degree ranks when sharded, on every rank when
-    # replicated. None: unknown.
+    # replicated. None: computed from the groups' parameters at ``dtype``.
     bytes: int | None = Field(default=None, ge=0)
+    source: str = "unknown"
+    # The parameter groups (ParameterGroups names) this module holds. Empty: the module's name
+    # when it is a group name, else nothing — a fit then reports the groups nobody holds.
+    groups: list[str] = Field(default_factory=list)
+
+    @field_validator("groups")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        _known_groups(value)
+        return value
+
+
+class NeuronVariant(BaseModel):
+    """Another residency layout of the same recipe that was tried (a rejected candidate), kept
+    so that ``fit`` can show why the recorded layout was chosen."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    modules: list[NeuronModule] = Field(min_length=1)
+    observed: str | None = None  # what happened when it was tried, e.g. the runtime's error
+    source: str = "unknown"
+
+
+class HostRun(BaseModel):
+    """Host memory and time one job on the bundle took (compile or deploy), as measured or
+    declared. Unknown is ``None``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    peak_rss_bytes: int | None = Field(default=None, ge=0)
+    # Swap the measured run had (a compile that only finished with swap needs it again).
+    swap_bytes: int | None = Field(default=None, ge=0)
+    # Wall time: compile duration, or deploy start to ready (what a verify timeout must cover).
+    seconds: float | None = Field(default=None, ge=0)
+    instance: str | None = None  # where it ran, e.g. "inf2.8xlarge"
     source: str = "unknown"
 
 
@@ -306,11 +397,12 @@ class HostEmbedding(BaseModel):
 
 
 class NeuronFacts(BaseModel):
-    """What an Inferentia2 bundle was compiled as (NxD Inference, optimum-neuron or slim)."""
+    """What an Inferentia2 bundle was compiled as (NxD Inference, optimum-neuron, slim, or a
+    bundle as published: config, neff / model.pt, embedding table, server, Dockerfile)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    layout: Literal["nxdi", "optimum-neuron", "slim-host-embedding"]
+    layout: Literal["nxdi", "optimum-neuron", "slim-host-embedding", "published"]
     tp_degree: int | None = Field(default=None, gt=0)
     batch_size: int | None = Field(default=None, gt=0)
     seq_len: int | None = Field(default=None, gt=0)
@@ -327,8 +419,24 @@ class NeuronFacts(BaseModel):
     compiled_on: str | None = None
     neff_bytes: int | None = Field(default=None, ge=0)
     host_embedding: HostEmbedding | None = None
-    host_peak_rss_bytes: int | None = Field(default=None, ge=0)  # measured at deploy, if known
     pt_archives: dict[str, list[str]] = Field(default_factory=dict)  # .pt file -> neff entries
+    compile_host: HostRun | None = None
+    deploy_host: HostRun | None = None
+    variants: list[NeuronVariant] = Field(default_factory=list)
+    # Fact -> where it was read when it did not come from a neuron_config (published bundles:
+    # "Dockerfile: FROM …", "server.py: TP = 2").
+    derived_from: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_host_peak(cls, data: object) -> object:
+        # Records made before deploy_host kept the deploy peak RSS in host_peak_rss_bytes.
+        if isinstance(data, dict) and "host_peak_rss_bytes" in data:
+            data = dict(data)
+            peak = data.pop("host_peak_rss_bytes")
+            if peak is not None and data.get("deploy_host") is None:
+                data["deploy_host"] = {"peak_rss_bytes": peak}
+        return data
 
 
 class RuntimeRequirements(BaseModel):

@@ -301,8 +301,8 @@ class FitLine(_Out):
 class FitOutput(Output):
     record: str
     target: str
-    kind: Literal["cpu", "neuron"]
-    verdict: str
+    kind: Literal["cpu", "neuron", "compile-host"]
+    verdict: str = Field(description="fits, does not fit, incomplete or unknown.")
     fits: bool | None
     reasons: list[str]
     lines: list[FitLine]

@@ -18,7 +18,9 @@ from modelreg.validators.llama_child import CHILD_ARGV
 
 @dataclass(frozen=True)
 class VerifyOptions:
-    timeout_seconds: float = 300.0
+    # Seconds a runtime check may take; None: the target's default for this artifact
+    # (``neuron_fit.recommended_verify_timeout``), set by the API before any check runs.
+    timeout_seconds: float | None = None
     context: int | None = None  # tokens for the memory check; default min(4096, trained)
     threads: int | None = None
     max_new_tokens: int = 16
@@ -39,6 +41,13 @@ class CheckContext:
     options: VerifyOptions
     # Results shared between checks of one run (e.g. one llama.cpp child serves two checks).
     shared: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a runtime check may take: as given, else the target kind's default."""
+        if self.options.timeout_seconds is not None:
+            return self.options.timeout_seconds
+        return self.target.verify_timeout_seconds
 
     @property
     def threads(self) -> int:

@@ -60,12 +60,12 @@ def llama_report(ctx: CheckContext) -> LlamaReport:
     }
     warm = ctx.shared.pop("warm_llama_child", None)
     if isinstance(warm, RuntimeChild):
-        child = warm.exchange(request, ctx.options.timeout_seconds)
+        child = warm.exchange(request, ctx.timeout)
     else:
         child = run_child(
             ctx.options.llama_child_argv,
             request,
-            timeout=ctx.options.timeout_seconds,
+            timeout=ctx.timeout,
             memory_limit_bytes=ctx.options.memory_limit_bytes,
         )
     report = LlamaReport(child, reason is None, reason, prompts)

@@ -93,7 +93,7 @@ class NeuronSmoke:
             ctx.files["model.pt"].parent,
             golden_prompts(ctx),
             require_neuron=True,
-            timeout=ctx.options.timeout_seconds,
+            timeout=ctx.timeout,
             max_tokens=ctx.options.max_new_tokens,
         )
         evidence["neuron_versions"] = (child.response or {}).get("neuron_versions")

@@ -50,7 +50,7 @@ class TransformersCpuSmoke:
         child = run_child(
             argv,
             request,
-            timeout=ctx.options.timeout_seconds,
+            timeout=ctx.timeout,
             memory_limit_bytes=ctx.options.memory_limit_bytes,
         )
         response = child.response or {}
