@@ -1,0 +1,91 @@
+"""Agreement with a reference: real runtimes on both sides (llama.cpp GGUF vs transformers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from modelreg.schemas.suite import GateOutcome, Suite
+from modelreg.validators.agreement import (
+    AGREEMENT_TEXT,
+    AgreementSide,
+    compare_logits,
+    measure_agreement,
+)
+from modelreg.validators.judge import agreement_gates
+
+
+def test_identical_distributions_agree_fully() -> None:
+    logits = np.random.default_rng(0).normal(size=(40, 50)).astype(np.float32)
+    assert compare_logits(logits, logits) == pytest.approx((1.0, 0.0, 0.0), abs=1e-9)
+    # A constant added to every logit leaves the distribution unchanged.
+    top1, mean_kl, _ = compare_logits(logits + 3.0, logits)
+    assert top1 == 1.0 and mean_kl == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_flipped_decision_is_counted_and_costs_kl() -> None:
+    reference = np.zeros((4, 3), dtype=np.float32)
+    reference[:, 0] = 5.0  # the reference is sure of token 0 everywhere
+    candidate = reference.copy()
+    candidate[0] = [0.0, 5.0, 0.0]  # the candidate prefers token 1 at position 0
+    top1, mean_kl, max_kl = compare_logits(candidate, reference)
+    assert top1 == 0.75
+    assert max_kl > 4 and mean_kl == pytest.approx(max_kl / 4)
+
+
+def test_the_bundled_text_has_enough_tokens() -> None:
+    # ~4 characters per token in English: 256 tokens need well over 1,000 characters.
+    assert len(AGREEMENT_TEXT.read_text(encoding="utf-8")) > 1800
+
+
+def _thresholds() -> Suite:
+    pytest.importorskip("jsonschema", reason="jsonschema is a dependency: pip install -e .")
+    from modelreg.suites import default_suite
+
+    return default_suite()
+
+
+@pytest.mark.slow
+def test_smollm2_q4_1_agrees_with_its_bf16_conversion(smollm2: Path, smollm2_st: Path) -> None:
+    run = measure_agreement(
+        AgreementSide("llama.cpp", smollm2), AgreementSide("transformers", smollm2_st)
+    )
+    assert run.figures is not None, run.problem
+    figures = run.figures
+    assert figures.tokens == 256
+    assert figures.top1_agreement >= 0.93, figures
+    assert figures.mean_kl <= 0.02, figures
+    assert figures.candidate_runtime == "llama.cpp"
+    assert figures.reference_runtime == "transformers (float32)"
+    assert run.evidence["vocab"] == {"candidate": 49152, "reference": 49152}
+    gates = agreement_gates(_thresholds(), figures)
+    assert [g.outcome for g in gates] == [GateOutcome.PASS, GateOutcome.PASS], gates
+
+
+@pytest.mark.slow
+def test_shrunken_embedding_scale_agrees_far_less(scaled_smollm2: Path, smollm2_st: Path) -> None:
+    run = measure_agreement(
+        AgreementSide("llama.cpp", scaled_smollm2), AgreementSide("transformers", smollm2_st)
+    )
+    assert run.figures is not None, run.problem
+    # SmolLM2's own copy agrees on ≥ 93% of next tokens with mean KL ≤ 0.02 (test above).
+    assert run.figures.top1_agreement <= 0.3, run.figures
+    assert run.figures.mean_kl >= 2.0, run.figures
+    gates = agreement_gates(_thresholds(), run.figures)
+    assert [g.outcome for g in gates] == [GateOutcome.FAIL, GateOutcome.FAIL], gates
+    assert "min_top1_agreement" in gates[0].message and "<" in gates[0].message
+
+
+@pytest.mark.slow
+def test_a_model_that_cannot_load_is_a_finding_not_a_figure(
+    smollm2_st: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "truncated.gguf"
+    broken.write_bytes(b"GGUF" + b"\0" * 64)
+    run = measure_agreement(
+        AgreementSide("llama.cpp", broken), AgreementSide("transformers", smollm2_st)
+    )
+    assert run.figures is None and run.classification == "load_error", run.problem
+    assert run.problem is not None and "candidate (llama.cpp) could not load" in run.problem
