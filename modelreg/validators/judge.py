@@ -64,6 +64,7 @@ _SPECIAL_TOKEN = re.compile(
 _SHORT_LOOP = re.compile(r"(.{2,4}?)\1{2,}|([^\W\d_])\2{2,}", re.DOTALL)
 _LONG_LOOP = re.compile(r"(.{5,80}?)\1{2,}", re.DOTALL)
 LOOP_SHARE_DEGENERATE = 0.5
+LOOP_MIN_CHARS = 6  # "AAA" may be an answer (a battery size); "aaaaaaa" is not
 WHITESPACE_SHARE_DEGENERATE = 0.25  # non-space characters below this share of a long output
 # What an answer without letters may be made of: numbers, lists of them, a formula.
 _NUMBERS_ONLY = re.compile(r"^[\d\s.,;:+\-*/=()\[\]{}%^<>×÷−]*$")
@@ -156,7 +157,7 @@ def degenerate_reason(text: str) -> str | None:
         word, count = Counter(words).most_common(1)[0]
         if count / len(words) >= WORD_SHARE_DEGENERATE:
             return f"{word!r} is {count} of {len(words)} words"
-    share = loop_share(stripped)
+    share = loop_share(stripped) if len(compact) >= LOOP_MIN_CHARS else 0.0
     if share >= LOOP_SHARE_DEGENERATE:
         return f"repetition covers {share:.0%} of the output"
     return None

@@ -119,6 +119,7 @@ def _expect(**fields: Any) -> Expectation:
         (_expect(mode="exact", value="done"), '"done"', PASS),
         (_expect(mode="exact", value="done"), "done, and more", WRONG),
         (_expect(mode="exact", value="Done", case_sensitive=True), "done", WRONG),
+        (_expect(mode="exact", value="AAA"), "AAA", PASS),  # short repeats can be answers
         # regex
         (_expect(mode="regex", value=r"def \w+\(\w+\)"), "def square(x):\n    return x*x", PASS),
         (_expect(mode="regex", value=r"^\s*\d{3}\s*$"), "42", WRONG),
