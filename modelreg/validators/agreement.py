@@ -152,7 +152,10 @@ def measure_agreement(
     with tempfile.TemporaryDirectory(prefix="modelreg-agreement-") as scratch:
         spec = {"text": text, "n_tokens": n_tokens, "path": str(Path(scratch) / "candidate.npy")}
         try:
-            cand_run = candidate_child.exchange(_request(candidate, spec, threads), timeout)
+            # The reference child is importing torch on one core meanwhile: a candidate that
+            # competed for it ran 3× slower here (1.2 s alone, 3.4 s beside the import).
+            cand_threads = max(1, threads // 2)
+            cand_run = candidate_child.exchange(_request(candidate, spec, cand_threads), timeout)
             evidence: dict[str, Any] = {"candidate": _side_evidence(cand_run)}
             problem = _child_problem(cand_run, candidate, "candidate")
             if problem is not None:
