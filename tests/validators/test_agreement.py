@@ -49,6 +49,7 @@ def _thresholds() -> Suite:
 
 @pytest.mark.slow
 def test_smollm2_q4_1_agrees_with_its_bf16_conversion(smollm2: Path, smollm2_st: Path) -> None:
+    suite = _thresholds()
     run = measure_agreement(
         AgreementSide("llama.cpp", smollm2), AgreementSide("transformers", smollm2_st)
     )
@@ -60,12 +61,13 @@ def test_smollm2_q4_1_agrees_with_its_bf16_conversion(smollm2: Path, smollm2_st:
     assert figures.candidate_runtime == "llama.cpp"
     assert figures.reference_runtime == "transformers (float32)"
     assert run.evidence["vocab"] == {"candidate": 49152, "reference": 49152}
-    gates = agreement_gates(_thresholds(), figures)
+    gates = agreement_gates(suite, figures)
     assert [g.outcome for g in gates] == [GateOutcome.PASS, GateOutcome.PASS], gates
 
 
 @pytest.mark.slow
 def test_shrunken_embedding_scale_agrees_far_less(scaled_smollm2: Path, smollm2_st: Path) -> None:
+    suite = _thresholds()
     run = measure_agreement(
         AgreementSide("llama.cpp", scaled_smollm2), AgreementSide("transformers", smollm2_st)
     )
@@ -73,7 +75,7 @@ def test_shrunken_embedding_scale_agrees_far_less(scaled_smollm2: Path, smollm2_
     # SmolLM2's own copy agrees on ≥ 93% of next tokens with mean KL ≤ 0.02 (test above).
     assert run.figures.top1_agreement <= 0.3, run.figures
     assert run.figures.mean_kl >= 2.0, run.figures
-    gates = agreement_gates(_thresholds(), run.figures)
+    gates = agreement_gates(suite, run.figures)
     assert [g.outcome for g in gates] == [GateOutcome.FAIL, GateOutcome.FAIL], gates
     assert "min_top1_agreement" in gates[0].message and "<" in gates[0].message
 
