@@ -1,6 +1,6 @@
 """The release gate's cost: the default chat suite vs the single Paris check, and agreement.
 
-- Suite: ``verify_record`` of SmolLM2 on ``cpu`` with the default chat suite (15 cases through
+- Suite: ``Registry.verify`` of SmolLM2 on ``cpu`` with the default chat suite (15 cases through
   one loaded model) vs with the built-in Paris check, alternated in one run, median of 5. Both
   include re-hashing, the child's start-up and model load, and writing the run to SQLite.
 - Agreement: ``measure_agreement`` of SmolLM2 Q4_1 (llama.cpp) against its bf16 conversion
@@ -23,31 +23,27 @@ def _median(values: list[float]) -> float:
 
 
 def _suite_vs_paris(repeat: int = 5) -> dict[str, Any]:
-    from modelreg.manifests.build import build_manifest
-    from modelreg.registry.store import open_registry
+    import modelreg
     from modelreg.suites import default_suite
-    from modelreg.targets import get_target
     from modelreg.validators.base import VerifyOptions
-    from modelreg.validators.verify import verify_record
 
     WORK.mkdir(parents=True, exist_ok=True)
     database = WORK / "suite-bench.db"
     database.unlink(missing_ok=True)
-    registry = open_registry(f"sqlite:///{database}")
-    built = build_manifest(
+    registry = modelreg.open(f"sqlite:///{database}", targets_file=WORK / "no-targets.yaml")
+    added = registry.add(
         [smollm2_gguf()], model_id=SMOLLM2_MODEL_ID, source=f"pypi://{SMOLLM2_PACKAGE}"
     )
-    record, _ = registry.add(built.manifest, built.root, "bench")
-    target = get_target("cpu", WORK / "no-targets.yaml")
+    record = added.record.record_id
     suite = default_suite()
     timings: dict[str, list[float]] = {"suite": [], "paris": []}
     summary = ""
     for _ in range(repeat):
         for name, options in (("paris", VerifyOptions()), ("suite", VerifyOptions(suite=suite))):
             started = time.perf_counter()
-            report = verify_record(registry, record, target, "bench", options=options)
+            report = registry.verify(record, "cpu", options=options, actor="bench")
             timings[name].append(time.perf_counter() - started)
-            smoke = next(r for r in report.results if r.check == "gguf-cpu-smoke")
+            smoke = next(r for r in report.checks if r.check == "gguf-cpu-smoke")
             if name == "suite":
                 summary = smoke.summary
     ours, theirs = _median(timings["suite"]), _median(timings["paris"])

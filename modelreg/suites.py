@@ -1,8 +1,9 @@
 """Golden suite files: read one (strictly), find the shipped default, add a regression case.
 
 A suite is configuration that gates releases, so reading it is strict: at most 1 MiB, one YAML
-document, no anchors or aliases (what a reviewer reads must be what runs), every problem one
-``InvalidInput`` line naming the case and the field. The models are in ``schemas/suite.py``.
+document of plain data (``safeyaml``: no anchors or aliases — what a reviewer reads is what
+runs), every problem one ``InvalidInput`` line naming the case and the field. The models are in
+``schemas/suite.py``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from modelreg.errors import InvalidInput
+from modelreg.boundedfile import read_bounded
+from modelreg.errors import InvalidArtifact, InvalidInput
+from modelreg.safeyaml import load_yaml, read_yaml_file
 from modelreg.schemas.suite import Case, CaseResult, Suite
+from modelreg.textsafe import for_terminal
 
 MAX_SUITE_BYTES = 1 << 20
 DEFAULT_SUITE_PATH = Path(__file__).resolve().parent / "data" / "suites" / "default-chat.yaml"
@@ -26,33 +30,11 @@ NOTE_OUTPUT_CHARS = 400
 
 
 def _read_text(path: Path) -> str:
+    data = read_bounded(path, max_bytes=MAX_SUITE_BYTES, what="suite file")
     try:
-        if path.stat().st_size > MAX_SUITE_BYTES:
-            raise InvalidInput(f"{path}: suite file larger than {MAX_SUITE_BYTES} bytes")
-        return path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise InvalidInput(f"{path}: suite file not found") from None
-    except IsADirectoryError:
-        raise InvalidInput(f"{path}: is a directory, not a suite file") from None
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidInput(f"{path}: suite file is not UTF-8: {exc.reason}") from None
-
-
-def _parse_yaml(text: str, origin: str) -> Any:
-    import yaml
-
-    try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                where = f"line {event.start_mark.line + 1}: " if event.start_mark else ""
-                raise InvalidInput(
-                    f"{origin}: {where}YAML anchors and aliases are not accepted in a "
-                    "suite — write each case out in full"
-                )
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        first = " ".join(str(exc).split())
-        raise InvalidInput(f"{origin}: not valid YAML: {first[:200]}") from None
+        raise InvalidArtifact(path, f"suite file is not UTF-8 text (byte {exc.start})") from None
 
 
 def _error_line(exc: ValidationError, data: Any, origin: str) -> str:
@@ -65,7 +47,8 @@ def _error_line(exc: ValidationError, data: Any, origin: str) -> str:
         raw = data.get("cases") if isinstance(data, dict) else None
         item = raw[index] if isinstance(raw, list) and index < len(raw) else None
         case_id = item.get("id") if isinstance(item, dict) else None
-        which = f"case {case_id!r} (#{index + 1})" if case_id else f"case #{index + 1}"
+        shown = for_terminal(str(case_id)[:64]) if case_id is not None else None
+        which = f"case '{shown}' (#{index + 1})" if shown else f"case #{index + 1}"
         field = ".".join(str(p) for p in loc[2:])
         return (
             f"{origin}: {which} field {field}: {message}"
@@ -90,7 +73,9 @@ def parse_suite(data: Any, origin: str) -> Suite:
 
 def load_suite(path: Path) -> Suite:
     """Read and validate a suite file."""
-    return parse_suite(_parse_yaml(_read_text(path), str(path)), str(path))
+    return parse_suite(
+        read_yaml_file(path, max_bytes=MAX_SUITE_BYTES, what="suite file"), str(path)
+    )
 
 
 def default_suite() -> Suite:
@@ -173,7 +158,7 @@ def append_case(path: Path, case: Case) -> Suite:
     import yaml
 
     text = _read_text(path)
-    suite = parse_suite(_parse_yaml(text, str(path)), str(path))
+    suite = parse_suite(load_yaml(text, origin=str(path)), str(path))
     for existing in suite.cases:
         if existing.id == case.id:
             raise InvalidInput(f"{path}: case {case.id!r} is already in the suite")
@@ -188,7 +173,7 @@ def append_case(path: Path, case: Case) -> Suite:
     wanted = suite.model_copy(update={"cases": [*suite.cases, case]})
     wanted = Suite.model_validate(wanted.model_dump())  # thresholds and ids re-checked
     new_text = _insert_case(text, case)
-    if new_text is None or parse_suite(_parse_yaml(new_text, str(path)), str(path)) != wanted:
+    if new_text is None or parse_suite(load_yaml(new_text, origin=str(path)), str(path)) != wanted:
         new_text = yaml.safe_dump(
             wanted.model_dump(mode="json", exclude_defaults=True),
             sort_keys=False,

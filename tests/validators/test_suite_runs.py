@@ -7,12 +7,10 @@ from typing import Any
 
 import pytest
 
+import modelreg
 from modelreg.bundled import GEMMA3_MODEL_ID, SMOLLM2_MODEL_ID, SMOLLM2_PACKAGE
-from modelreg.manifests.build import build_manifest
-from modelreg.registry.store import open_registry
 from modelreg.schemas.suite import GateOutcome, Resources, Suite, SuiteResult
 from modelreg.schemas.verification import CheckResult, Outcome
-from modelreg.targets import get_target
 from modelreg.validators.base import VerifyOptions
 from modelreg.validators.judge import evaluate_suite
 from modelreg.validators.smoke import generations_from_response
@@ -55,14 +53,12 @@ def _default_suite(*subsets: str) -> Suite:
 
 
 def _verify(model: Path, model_id: str, tmp: Path, suite: Suite) -> CheckResult:
-    from modelreg.validators.verify import verify_record
-
-    registry = open_registry(f"sqlite:///{tmp / 'r.db'}")
-    built = build_manifest([model], model_id=model_id, source=f"pypi://{SMOLLM2_PACKAGE}")
-    record, _ = registry.add(built.manifest, built.root, "tester")
-    target = get_target("cpu", tmp / "no-targets.yaml")
-    report = verify_record(registry, record, target, "tester", options=VerifyOptions(suite=suite))
-    return next(r for r in report.results if r.check == "gguf-cpu-smoke")
+    registry = modelreg.open(f"sqlite:///{tmp / 'r.db'}", targets_file=tmp / "no-targets.yaml")
+    added = registry.add([model], model_id=model_id, source=f"pypi://{SMOLLM2_PACKAGE}")
+    report = registry.verify(
+        added.record.record_id, "cpu", options=VerifyOptions(suite=suite), actor="tester"
+    )
+    return next(r for r in report.checks if r.check == "gguf-cpu-smoke")
 
 
 @pytest.fixture(scope="module")
