@@ -18,11 +18,14 @@ import hashlib
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from modelreg import host
-from modelreg.schemas.suite import AgreementFigures
+from modelreg.schemas.suite import AgreementFigures, GateOutcome, Suite
+from modelreg.schemas.verification import CheckResult, Outcome
+from modelreg.validators.base import finish
 from modelreg.validators.child import ChildRun, RuntimeChild
 from modelreg.validators.llama_child import CHILD_ARGV as LLAMA_CHILD_ARGV
 from modelreg.validators.transformers_child import CHILD_ARGV as TRANSFORMERS_CHILD_ARGV
@@ -226,3 +229,49 @@ def _side_evidence(run: ChildRun) -> dict[str, Any]:
         kept["logits_ms"] = logits.get("logits_ms")
         kept["tokens"] = len(logits.get("token_ids", []))
     return run.evidence() | kept
+
+
+AGREEMENT_CHECK = "reference-agreement"
+
+
+def agreement_check(
+    run: AgreementRun, suite: Suite, started: datetime, name: str = AGREEMENT_CHECK
+) -> CheckResult:
+    """The check result of a reference comparison, judged by ``suite``'s agreement gates.
+
+    No figures: ``fail`` with the run's classification (``unavailable`` when a runtime is not
+    installed here). A suite without ``min_top1_agreement`` / ``max_mean_kl`` cannot judge the
+    figures, so the comparison fails closed (``no_threshold``) rather than pass unjudged.
+    """
+    from modelreg.validators.judge import agreement_gates
+
+    evidence: dict[str, Any] = dict(run.evidence)
+    evidence["suite"] = {"name": suite.name, "digest": suite.digest()}
+    if run.figures is None:
+        outcome = Outcome.UNAVAILABLE if run.classification == "no_runtime" else Outcome.FAIL
+        classification = None if outcome is Outcome.UNAVAILABLE else run.classification
+        return finish(name, started, outcome, run.problem or "no figures", evidence, classification)
+    figures = run.figures
+    evidence["agreement"] = figures.model_dump(mode="json")
+    summary = (
+        f"top-1 agreement {figures.top1_agreement:.1%}, mean KL {figures.mean_kl:.4f} nats over "
+        f"{figures.tokens} tokens ({figures.candidate_runtime} vs {figures.reference_runtime})"
+    )
+    gates = agreement_gates(suite, figures)
+    evidence["gates"] = [g.model_dump(mode="json") for g in gates]
+    if not gates:
+        return finish(
+            name,
+            started,
+            Outcome.FAIL,
+            f"{summary} — suite {suite.name} sets no min_top1_agreement or max_mean_kl to judge "
+            "them by: add them to the suite",
+            evidence,
+            "no_threshold",
+        )
+    failed = [g.message for g in gates if g.outcome is not GateOutcome.PASS]
+    if failed:
+        return finish(
+            name, started, Outcome.FAIL, f"{summary} — {'; '.join(failed)}", evidence, "disagrees"
+        )
+    return finish(name, started, Outcome.PASS, summary, evidence)

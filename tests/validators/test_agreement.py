@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from modelreg.schemas.suite import GateOutcome, Suite
+from modelreg.schemas.suite import AgreementFigures, GateOutcome, Suite
+from modelreg.schemas.verification import Outcome
 from modelreg.validators.agreement import (
     AGREEMENT_TEXT,
+    AgreementRun,
     AgreementSide,
+    agreement_check,
     compare_logits,
     measure_agreement,
 )
@@ -91,3 +95,63 @@ def test_a_model_that_cannot_load_is_a_finding_not_a_figure(
     )
     assert run.figures is None and run.classification == "load_error", run.problem
     assert run.problem is not None and "candidate (llama.cpp) could not load" in run.problem
+
+
+def _figures(top1: float, kl: float) -> AgreementFigures:
+    return AgreementFigures(
+        tokens=256,
+        top1_agreement=top1,
+        mean_kl=kl,
+        max_kl=kl * 3,
+        candidate_runtime="llama.cpp",
+        reference_runtime="transformers (float32)",
+        text_sha256="0" * 64,
+        wall_ms=1.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("run", "outcome", "classification", "needle"),
+    [
+        (AgreementRun(_figures(0.96, 0.003)), Outcome.PASS, None, "top-1 agreement 96.0%"),
+        (
+            AgreementRun(_figures(0.06, 7.6)),
+            Outcome.FAIL,
+            "disagrees",
+            "min_top1_agreement: 0.06 < 0.85; max_mean_kl: 7.6 > 0.15",
+        ),
+        (
+            AgreementRun(None, "the tokenizers differ at token 0", "tokenizer_mismatch"),
+            Outcome.FAIL,
+            "tokenizer_mismatch",
+            "tokenizers differ",
+        ),
+        (
+            AgreementRun(None, "reference: transformers/torch not importable", "no_runtime"),
+            Outcome.UNAVAILABLE,
+            None,
+            "not importable",
+        ),
+    ],
+)
+def test_agreement_check_outcomes(
+    run: AgreementRun, outcome: Outcome, classification: str | None, needle: str
+) -> None:
+    result = agreement_check(run, _thresholds(), datetime.now(UTC))
+    assert result.check == "reference-agreement"
+    assert (result.outcome, result.classification) == (outcome, classification), result.summary
+    assert needle in result.summary
+
+
+def test_agreement_without_thresholds_fails_closed() -> None:
+    suite = _thresholds()
+    bare = suite.model_copy(
+        update={
+            "thresholds": suite.thresholds.model_copy(
+                update={"min_top1_agreement": None, "max_mean_kl": None}
+            )
+        }
+    )
+    result = agreement_check(AgreementRun(_figures(0.99, 0.001)), bare, datetime.now(UTC))
+    assert result.outcome is Outcome.FAIL and result.classification == "no_threshold"
+    assert "sets no min_top1_agreement or max_mean_kl" in result.summary
