@@ -41,7 +41,8 @@ DEFAULT_COMPLETION_PROMPT = "The capital of France is"
 DEFAULT_CHAT_PROMPT = "What is the capital of France? Answer in one word."
 DEFAULT_EXPECT = "Paris"
 # Answers that name one of these instead of (or beside) Paris are wrong.
-DEFAULT_REJECT = ("Lyon", "Marseille", "Nice", "Toulouse", "Berlin", "London", "Madrid", "Rome")
+# Not "Nice": matched case-insensitively it is an English word ("Nice question! Paris.").
+DEFAULT_REJECT = ("Lyon", "Marseille", "Toulouse", "Berlin", "London", "Madrid", "Rome")
 GOLDEN_SUITE_NAME = "golden-prompts"
 
 
