@@ -14,7 +14,7 @@ from typing import Any
 
 from benchmarks.common import WORK, median_of
 from modelreg.bundled import SMOLLM2_MODEL_ID, SMOLLM2_PACKAGE, smollm2_gguf
-from modelreg.validators.answers import DEFAULT_CHAT_PROMPT
+from modelreg.validators.smoke import DEFAULT_CHAT_PROMPT
 
 BARE = """
 import sys

@@ -14,6 +14,7 @@ from benchmarks import (
     bench_gguf_header,
     bench_registry,
     bench_safetensors,
+    bench_suite,
     bench_verify,
 )
 from modelreg import host
@@ -71,6 +72,7 @@ def main() -> None:
     results: list[dict[str, Any]] = [bench_gguf_header.run()]
     results += bench_digest.run()
     results += bench_verify.run()
+    results += bench_suite.run()
     results += bench_safetensors.run()
     results += bench_registry.run()
     text = render(results)

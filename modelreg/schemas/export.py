@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from modelreg.schemas.manifest import Manifest, QuantRecipe
+from modelreg.schemas.suite import Suite
 
 
 def schemas() -> dict[str, dict[str, object]]:
@@ -20,6 +21,7 @@ def schemas() -> dict[str, dict[str, object]]:
     found: dict[str, dict[str, object]] = {
         "manifest.schema.json": Manifest.model_json_schema(),
         "recipe.schema.json": QuantRecipe.model_json_schema(),
+        "suite.schema.json": Suite.model_json_schema(),
     }
     for command, model in COMMAND_OUTPUTS.items():
         found[f"cli/{command}.schema.json"] = model.model_json_schema()

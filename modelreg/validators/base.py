@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from modelreg.errors import InvalidInput
 from modelreg.registry.store import Record
 from modelreg.registry.tables import utcnow
+from modelreg.schemas.suite import Suite
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.targets import Target
 from modelreg.validators.llama_child import CHILD_ARGV
@@ -31,6 +32,9 @@ class VerifyOptions:
     # Address-space limit for runtime children (None: none); going over is recorded as a
     # crash of the check, never a crash of verify.
     memory_limit_bytes: int | None = None
+    # The golden suite the smoke checks run instead of the golden prompts (verify --suite, or
+    # the suite attached to the model or target). None: the golden prompts / Paris check.
+    suite: Suite | None = None
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """``gguf-cpu-smoke``: the Paris check through llama.cpp on CPU, in a child process.
 
-Greedy decoding, at most 16 new tokens, the model's chat template when it has one; judged by
+Greedy decoding, every case of the suite (by default the Paris check, at most 16 new tokens)
+through one loaded model, the model's chat template when it has one; judged by
 ``smoke.judge_run``. The same child reports the build's compiled features (see llama_runtime).
 """
 
@@ -48,4 +49,4 @@ class GGUFCpuSmoke:
                 f"not run: {report.not_loaded_because or 'not requested'}",
                 evidence,
             )
-        return judge_run(self.name, started, report.child, evidence, "llama.cpp")
+        return judge_run(self.name, started, report.child, evidence, "llama.cpp", report.suite)

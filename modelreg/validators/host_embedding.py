@@ -37,9 +37,11 @@ def generate(
         ids = tokenizer(item["prompt"])["input_ids"]
         prompt_tokens = len(ids)
         new: list[int] = []
+        stopped_by_eos = False
+        item_max_tokens = int(item.get("max_tokens") or max_tokens)
         gen_started = time.perf_counter()
         prefill_ms = None
-        for _ in range(max_tokens):
+        for _ in range(item_max_tokens):
             if len(ids) > bucket:
                 break
             embeds = torch.zeros(1, bucket, table.shape[1], dtype=table.dtype)
@@ -51,17 +53,23 @@ def generate(
                 prefill_ms = (time.perf_counter() - step_started) * 1000
             token = int(logits.argmax())
             if token == tokenizer.eos_token_id:
+                stopped_by_eos = True
                 break
             ids.append(token)
             new.append(token)
         generations.append(
             {
+                "id": item.get("id"),
                 "prompt": item["prompt"],
                 "expect": item.get("expect"),
                 "mode": "completion",
                 "output": tokenizer.decode(new, skip_special_tokens=True),
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": len(new),
+                "max_tokens": item_max_tokens,
+                # The bucket can run out before the budget: that is not an end of turn either.
+                "finish_reason": "stop" if stopped_by_eos else "length",
+                "stopped_by_eos": stopped_by_eos,
                 "prefill_ms": round(prefill_ms or 0.0, 2),
                 "generation_ms": round((time.perf_counter() - gen_started) * 1000, 2),
             }

@@ -1,15 +1,21 @@
 """Child process for the GGUF checks: probe the llama.cpp build, then (if asked and the host can
-run it) load the model and generate greedily. Run as ``python -m modelreg.validators.llama_child``.
+run it) load the model once and run every prompt through it greedily. Run as
+``python -m modelreg.validators.llama_child``.
 
-Request (stdin, JSON): model_path, prompts [{prompt, expect, chat}], n_ctx, n_threads,
-max_tokens, seed, host_flags, load.
+Request (stdin, JSON): model_path, prompts [{id, prompt, chat, max_tokens, expect}], n_ctx,
+n_threads, max_tokens (default per prompt), seed, host_flags, load; optionally
+``logits: {text, n_tokens, path, token_ids}`` to write the next-token logits of a fixed text
+(see ``agreement``).
 Response (stdout, one JSON line): status is one of ``no_runtime``, ``incompatible``,
-``probed``, ``load_error``, ``ok``, with versions, compiled system info and timings.
+``probed``, ``load_error``, ``ok``, with versions, compiled system info, timings and the child's
+peak RSS. Each generation carries its output, ``finish_reason`` (``stop`` / ``length``),
+``stopped_by_eos`` and the end token, token counts, ``ttft_ms``, prompt and decode timings.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections import deque
@@ -17,44 +23,116 @@ from typing import Any
 
 from modelreg.validators.child import reserve_stdout, respond
 from modelreg.validators.cpu_features import build_features, missing_flags
+from modelreg.validators.resources import peak_rss_bytes
 
 LOG_LINES_KEPT = 400
 CHILD_ARGV = (sys.executable, "-m", "modelreg.validators.llama_child")
 
 
+class _GreedyWatch:
+    """A logits processor that changes nothing: it notes when the first token is about to be
+    chosen (time to first token) and which token greedy decoding picks at each step — the last
+    one is the token that ended the generation, which llama-cpp-python does not return."""
+
+    def __init__(self, np: Any) -> None:
+        self.np = np
+        self.first_at: float | None = None
+        self.last_token: int | None = None
+        self.steps = 0
+
+    def __call__(self, _input_ids: Any, scores: Any) -> Any:
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
+        self.last_token = int(self.np.argmax(scores))
+        self.steps += 1
+        return scores
+
+
 def _generate(
-    llm: Any, llama_cpp: Any, item: dict[str, Any], max_tokens: int, seed: int, has_template: bool
+    llm: Any,
+    llama_cpp: Any,
+    np: Any,
+    item: dict[str, Any],
+    request: dict[str, Any],
+    has_template: bool,
 ) -> dict[str, Any]:
     chat = item.get("chat")
     use_chat = has_template if chat is None else bool(chat)
+    max_tokens = int(item.get("max_tokens") or request["max_tokens"])
+    watch = _GreedyWatch(np)
+    greedy = {
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "top_k": 1,
+        "repeat_penalty": 1.0,
+        "seed": request["seed"],
+        "logits_processor": llama_cpp.LogitsProcessorList([watch]),
+    }
     llama_cpp.llama_perf_context_reset(llm.ctx)
     started = time.perf_counter()
-    if use_chat:
+    # A chat turn asked of a model without a chat template gets the bare prompt, never a
+    # template llama-cpp-python would guess; it is still judged as a turn that must end.
+    if use_chat and has_template:
         reply = llm.create_chat_completion(
-            messages=[{"role": "user", "content": item["prompt"]}],
-            max_tokens=max_tokens,
-            temperature=0.0,
-            top_k=1,
-            seed=seed,
+            messages=[{"role": "user", "content": item["prompt"]}], **greedy
         )
         text = reply["choices"][0]["message"]["content"] or ""
     else:
-        reply = llm.create_completion(
-            item["prompt"], max_tokens=max_tokens, temperature=0.0, top_k=1, seed=seed
-        )
+        reply = llm.create_completion(item["prompt"], **greedy)
         text = reply["choices"][0]["text"]
     wall_ms = (time.perf_counter() - started) * 1000
     perf = llama_cpp.llama_perf_context(llm.ctx)
+    finish_reason = reply["choices"][0].get("finish_reason")
+    vocab = llm._model.vocab
+    end = watch.last_token
+    stopped_by_eos = (
+        finish_reason == "stop"
+        and end is not None
+        and bool(llama_cpp.llama_vocab_is_eog(vocab, end))
+    )
+    end_token = None
+    if stopped_by_eos and end is not None:
+        end_token = llama_cpp.llama_vocab_get_text(vocab, end).decode("utf-8", errors="replace")
     return {
+        "id": item.get("id"),
         "prompt": item["prompt"],
         "expect": item.get("expect"),
         "mode": "chat" if use_chat else "completion",
+        "chat_template": "model" if use_chat and has_template else None,
         "output": text,
+        "finish_reason": finish_reason,
+        "stopped_by_eos": stopped_by_eos,
+        "end_token": end_token,
+        "max_tokens": max_tokens,
         "prompt_tokens": reply["usage"]["prompt_tokens"],
         "completion_tokens": reply["usage"]["completion_tokens"],
+        # Tokens actually evaluated: llama-cpp-python reuses a cached common prefix.
+        "prompt_eval_tokens": perf.n_p_eval,
         "prompt_ms": round(perf.t_p_eval_ms, 2),
+        "decode_tokens": perf.n_eval,
+        "decode_ms": round(perf.t_eval_ms, 2),
         "generation_ms": round(perf.t_eval_ms, 2),
+        "ttft_ms": round((watch.first_at - started) * 1000, 2) if watch.first_at else None,
         "wall_ms": round(wall_ms, 2),
+    }
+
+
+def _logits(llm: Any, np: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Next-token logits at every position of a fixed text, saved as float32 .npy."""
+    started = time.perf_counter()
+    own = llm.tokenize(spec["text"].encode("utf-8"), add_bos=False, special=False)
+    ids = spec.get("token_ids") or llm.tokenize(spec["text"].encode("utf-8"))
+    ids = list(ids)[: spec["n_tokens"]]
+    llm.reset()
+    llm.eval(ids)
+    scores = np.asarray(llm.scores[: len(ids)], dtype=np.float32)
+    np.save(spec["path"], scores)
+    return {
+        "token_ids": ids,
+        "text_token_ids": own[: spec["n_tokens"]],
+        "vocab": int(scores.shape[1]),
+        "path": spec["path"],
+        "logits_ms": round((time.perf_counter() - started) * 1000, 2),
     }
 
 
@@ -66,6 +144,7 @@ def main() -> int:
         import ctypes
 
         import llama_cpp
+        import numpy as np
     except ImportError as exc:
         respond({"status": "no_runtime", "message": f"llama-cpp-python not importable: {exc}"}, out)
         return 0
@@ -93,14 +172,19 @@ def main() -> int:
         respond(base | {"status": "probed"}, out)
         return 0
 
+    logits_spec = request.get("logits")
+    n_ctx = request["n_ctx"]
+    if logits_spec:
+        n_ctx = max(n_ctx, int(logits_spec["n_tokens"]))
     load_started = time.perf_counter()
     try:
         llm = llama_cpp.Llama(
             model_path=request["model_path"],
-            n_ctx=request["n_ctx"],
+            n_ctx=n_ctx,
             n_threads=request["n_threads"],
             n_gpu_layers=0,
             seed=request["seed"],
+            logits_all=bool(logits_spec),
             verbose=False,
         )
     except (ValueError, RuntimeError) as exc:
@@ -113,6 +197,7 @@ def main() -> int:
                 "message": str(exc),
                 "log_errors": errors[-20:],
                 "log_tail": [text.rstrip() for _, text in list(log)[-20:]],
+                "peak_rss_bytes": peak_rss_bytes(),
             },
             out,
         )
@@ -120,22 +205,28 @@ def main() -> int:
     load_ms = (time.perf_counter() - load_started) * 1000
     has_template = bool(llm.metadata.get("tokenizer.chat_template"))
     generations = [
-        _generate(llm, llama_cpp, item, request["max_tokens"], request["seed"], has_template)
-        for item in request["prompts"]
+        _generate(llm, llama_cpp, np, item, request, has_template)
+        for item in request.get("prompts") or []
     ]
+    extra = {"logits": _logits(llm, np, logits_spec)} if logits_spec else {}
     respond(
         base
         | {
             "status": "ok",
             "load_ms": round(load_ms, 2),
             "has_chat_template": has_template,
-            "n_ctx": request["n_ctx"],
+            "n_ctx": n_ctx,
             "n_threads": request["n_threads"],
             "generations": generations,
-        },
+            "peak_rss_bytes": peak_rss_bytes(),
+        }
+        | extra,
         out,
     )
-    return 0
+    # The answer is out. Tearing llama.cpp down at interpreter exit can crash (a context freed
+    # while the garbage collector clears the sampler callbacks): leave without it.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelreg import host
-from modelreg.schemas.manifest import GoldenPrompt
+from modelreg.schemas.suite import Suite
 from modelreg.validators.base import CheckContext
 from modelreg.validators.child import ChildRun, RuntimeChild, run_child
-from modelreg.validators.smoke import SMOKE_CONTEXT, golden_prompts, smoke_memory_problem
+from modelreg.validators.smoke import (
+    request_prompts,
+    smoke_memory_problem,
+    smoke_suite,
+    suite_context,
+)
 
 
 @dataclass(frozen=True)
@@ -21,7 +26,7 @@ class LlamaReport:
     child: ChildRun
     loaded_requested: bool
     not_loaded_because: str | None
-    prompts: list[GoldenPrompt]
+    suite: Suite
 
     @property
     def response(self) -> dict[str, Any]:
@@ -46,12 +51,12 @@ def llama_report(ctx: CheckContext) -> LlamaReport:
     else:
         reason = smoke_memory_problem(ctx)
     (model_file,) = [f for f in ctx.record.manifest.files if f.role == "weights"][:1]
-    prompts = golden_prompts(ctx)
+    suite = smoke_suite(ctx)
     flags = target_flags(ctx)
     request = {
         "model_path": str(ctx.files[model_file.path]),
-        "prompts": [p.model_dump() for p in prompts],
-        "n_ctx": SMOKE_CONTEXT,
+        "prompts": request_prompts(suite),
+        "n_ctx": suite_context(suite),
         "n_threads": ctx.threads,
         "max_tokens": ctx.options.max_new_tokens,
         "seed": ctx.options.seed,
@@ -68,6 +73,6 @@ def llama_report(ctx: CheckContext) -> LlamaReport:
             timeout=ctx.timeout,
             memory_limit_bytes=ctx.options.memory_limit_bytes,
         )
-    report = LlamaReport(child, reason is None, reason, prompts)
+    report = LlamaReport(child, reason is None, reason, suite)
     ctx.shared["llama"] = report
     return report

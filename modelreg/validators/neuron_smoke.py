@@ -14,19 +14,20 @@ from typing import Any
 
 from modelreg import host
 from modelreg.registry.tables import utcnow
-from modelreg.schemas.manifest import GoldenPrompt, Manifest
+from modelreg.schemas.manifest import Manifest
+from modelreg.schemas.suite import Suite
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.targets import neuron_device_visible
 from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.child import ChildRun, run_child
 from modelreg.validators.neuron_child import CHILD_ARGV
-from modelreg.validators.smoke import golden_prompts, judge_run
+from modelreg.validators.smoke import judge_run, request_prompts, smoke_suite
 
 
 def run_host_path(
     manifest: Manifest,
     bundle: Path,
-    prompts: list[GoldenPrompt],
+    suite: Suite,
     *,
     require_neuron: bool,
     timeout: float,
@@ -41,7 +42,7 @@ def run_host_path(
         "model_file": "model.pt",
         "embedding_file": facts.host_embedding.file,
         "scale": facts.host_embedding.scale or 1.0,
-        "prompts": [p.model_dump() for p in prompts],
+        "prompts": request_prompts(suite),
         "max_tokens": max_tokens,
         "bucket": bucket,
         "require_neuron": require_neuron,
@@ -88,13 +89,14 @@ class NeuronSmoke:
                 evidence,
                 classification="load_error",
             )
+        suite = smoke_suite(ctx)
         child = run_host_path(
             ctx.record.manifest,
             ctx.files["model.pt"].parent,
-            golden_prompts(ctx),
+            suite,
             require_neuron=True,
             timeout=ctx.timeout,
             max_tokens=ctx.options.max_new_tokens,
         )
         evidence["neuron_versions"] = (child.response or {}).get("neuron_versions")
-        return judge_run(self.name, started, child, evidence, "torch-neuronx")
+        return judge_run(self.name, started, child, evidence, "torch-neuronx", suite)

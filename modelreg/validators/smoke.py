@@ -1,34 +1,54 @@
-"""What every generation smoke check shares: which prompts to ask, and how to judge the run.
+"""What every generation smoke check shares: which suite to run, and how to judge the run.
 
-The runtime differs (llama.cpp, transformers, torch-neuronx); the verdict rules do not: pass iff
-every golden prompt's answer contains its expected text, otherwise ``wrong_answer``,
-``degenerate``, ``load_error``, ``crashed`` (with the signal) or ``timeout``.
+The runtime differs (llama.cpp, transformers, torch-neuronx); the verdict rules do not. Every
+run is judged against a ``Suite`` — the one given in ``VerifyOptions.suite``, else a suite made
+of the golden prompts (the record's, the target's, or the built-in Paris check) that must all
+pass. A run that produced nothing is ``load_error``, ``crashed`` (with the signal) or
+``timeout``; otherwise each case is judged by ``judge`` (degenerate → no_stop → answer) and the
+suite's gates decide.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from modelreg.manifests.fit import memory_fit
 from modelreg.schemas.manifest import GoldenPrompt
-from modelreg.schemas.verification import CheckResult, Outcome
-from modelreg.validators.answers import (
-    DEFAULT_CHAT_PROMPT,
-    DEFAULT_COMPLETION_PROMPT,
-    DEFAULT_EXPECT,
-    classify_answer,
+from modelreg.schemas.suite import (
+    Case,
+    Classification,
+    Expectation,
+    FinishReason,
+    Generation,
+    Suite,
+    SuiteResult,
+    Thresholds,
 )
+from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.child import ChildRun
+from modelreg.validators.judge import evaluate_suite
+from modelreg.validators.resources import resources_from_response
 
 # Context the smoke runs allocate: a golden prompt and 16 new tokens fit easily.
 SMOKE_CONTEXT = 512
+DEFAULT_COMPLETION_PROMPT = "The capital of France is"
+# A chat model asked only "What is the capital of France?" may ramble (SmolLM2 lists
+# arrondissements); asking for one word makes the check about the answer, not the style.
+DEFAULT_CHAT_PROMPT = "What is the capital of France? Answer in one word."
+DEFAULT_EXPECT = "Paris"
+# Answers that name one of these instead of (or beside) Paris are wrong.
+# Not "Nice": matched case-insensitively it is an English word ("Nice question! Paris.").
+DEFAULT_REJECT = ("Lyon", "Marseille", "Toulouse", "Berlin", "London", "Madrid", "Rome")
+GOLDEN_SUITE_NAME = "golden-prompts"
 
 
 def smoke_memory_problem(ctx: CheckContext) -> str | None:
     """Why the model cannot be loaded for a smoke run on this host, if it cannot."""
-    fit = memory_fit(ctx.record.manifest, ctx.target.memory_bytes, context=SMOKE_CONTEXT)
+    fit = memory_fit(ctx.record.manifest, ctx.target.memory_bytes, context=smoke_context(ctx))
     if fit.fits is False:
         return "the model does not fit this host's memory: " + "; ".join(fit.reasons)
     return None
@@ -45,51 +65,198 @@ def golden_prompts(ctx: CheckContext) -> list[GoldenPrompt]:
     return [GoldenPrompt(prompt=prompt, expect=DEFAULT_EXPECT, chat=has_template)]
 
 
+def golden_suite(prompts: Sequence[GoldenPrompt], max_tokens: int = 16) -> Suite:
+    """Golden prompts as a suite every case of which must pass. The built-in Paris prompts also
+    reject the answers that name another city."""
+    cases = []
+    for number, golden in enumerate(prompts, 1):
+        builtin = golden.expect == DEFAULT_EXPECT and golden.prompt in (
+            DEFAULT_CHAT_PROMPT,
+            DEFAULT_COMPLETION_PROMPT,
+        )
+        cases.append(
+            Case(
+                id=f"golden-{number}",
+                subset="golden",
+                prompt=golden.prompt,
+                chat=golden.chat,
+                max_tokens=max_tokens,
+                expect=Expectation(
+                    value=golden.expect, reject=list(DEFAULT_REJECT) if builtin else []
+                ),
+            )
+        )
+    return Suite(name=GOLDEN_SUITE_NAME, thresholds=Thresholds(min_pass_rate=1.0), cases=cases)
+
+
+def smoke_suite(ctx: CheckContext) -> Suite:
+    """The suite a smoke check runs: the one asked for, else the golden prompts."""
+    if ctx.options.suite is not None:
+        return ctx.options.suite
+    return golden_suite(golden_prompts(ctx), ctx.options.max_new_tokens)
+
+
+def suite_context(suite: Suite) -> int:
+    """Tokens of context to allocate so that every case's prompt (at a pessimistic 2 characters
+    per token, plus a chat template's wrapping) and its whole budget fit."""
+    needed = max(len(c.prompt) // 2 + 128 + c.max_tokens for c in suite.cases)
+    return max(SMOKE_CONTEXT, -(-needed // 256) * 256)
+
+
+def smoke_context(ctx: CheckContext) -> int:
+    return suite_context(smoke_suite(ctx))
+
+
+def request_prompts(suite: Suite) -> list[dict[str, Any]]:
+    """The ``prompts`` list of a runtime child's request."""
+    return [
+        {
+            "id": c.id,
+            "prompt": c.prompt,
+            "chat": c.chat,
+            "max_tokens": c.max_tokens,
+            "expect": c.expect.describe(),
+        }
+        for c in suite.cases
+    ]
+
+
+def generations_from_response(response: dict[str, Any], suite: Suite) -> dict[str, Generation]:
+    """A child's generations keyed by case id (by position when the child did not echo ids)."""
+    by_id: dict[str, Generation] = {}
+    for position, raw in enumerate(response.get("generations") or []):
+        case_id = raw.get("id")
+        if case_id is None and position < len(suite.cases):
+            case_id = suite.cases[position].id
+        if case_id is None:
+            continue
+        finish_reason = raw.get("finish_reason")
+        by_id[case_id] = Generation(
+            case_id=case_id,
+            prompt=raw["prompt"],
+            output=raw["output"],
+            chat=raw.get("mode") == "chat",
+            finish_reason=FinishReason(finish_reason) if finish_reason else None,
+            stopped_by_eos=raw.get("stopped_by_eos"),
+            prompt_tokens=raw.get("prompt_tokens"),
+            completion_tokens=raw.get("completion_tokens"),
+            max_tokens=raw.get("max_tokens"),
+            ttft_ms=raw.get("ttft_ms"),
+            prompt_ms=raw.get("prompt_ms"),
+            decode_ms=raw.get("decode_ms"),
+        )
+    return by_id
+
+
+# When several classes fail a suite, the summary names the most telling one.
+_SEVERITY = [
+    Classification.DEGENERATE,
+    Classification.NO_STOP,
+    Classification.WRONG_ANSWER,
+    Classification.NOT_RUN,
+]
+
+
+def failure_class(result: SuiteResult) -> str:
+    """One classification for a failed suite run: the class of its failing cases when the pass
+    rates failed (the most common; ties go to the most severe), else ``gate_failed``."""
+    failing = [c.classification for c in result.failing_cases]
+    rate_failed = any(r.startswith(("pass rate", "subset ")) for r in result.reasons)
+    if not rate_failed or not failing:
+        return "gate_failed"
+    counts = Counter(failing)
+    return min(counts, key=lambda cls: (-counts[cls], _SEVERITY.index(cls)))
+
+
+def describe_result(result: SuiteResult) -> str:
+    """One line: pass rate, per subset, resource figures."""
+    passed = sum(c.passed for c in result.cases)
+    parts = [f"suite {result.suite_name}: {passed}/{len(result.cases)} passed"]
+    if len(result.subsets) > 1:
+        parts.append(
+            "(" + ", ".join(f"{s.subset} {s.passed}/{s.total}" for s in result.subsets) + ")"
+        )
+    r = result.resources
+    if r is not None:
+        figures = []
+        if r.peak_rss_gib is not None:
+            figures.append(f"peak RSS {r.peak_rss_gib:.2f} GiB")
+        if r.decode_tokens_per_s is not None:
+            figures.append(f"decode {r.decode_tokens_per_s:.0f} tok/s")
+        if r.ttft_ms_max is not None:
+            figures.append(f"TTFT max {r.ttft_ms_max:.0f} ms")
+        if figures:
+            parts.append("; " + ", ".join(figures))
+    return " ".join(parts)
+
+
 def judge_run(
     check: str,
     started: datetime,
     child: ChildRun,
     evidence: dict[str, Any],
     runtime: str,
+    suite: Suite,
 ) -> CheckResult:
-    """Turn a finished child run into the check's result; ``evidence`` is completed in place."""
+    """Turn a finished child run into the check's result; ``evidence`` is completed in place
+    and keeps every output, the suite's name and digest, the verdict per case and the
+    measured resources."""
     response = child.response or {}
     evidence |= child.evidence()
+    evidence["suite"] = {"name": suite.name, "digest": suite.digest()}
 
     def done(outcome: Outcome, summary: str, classification: str | None = None) -> CheckResult:
         return finish(check, started, outcome, summary, evidence, classification)
 
     if child.status == "timeout":
-        return done(Outcome.FAIL, f"{runtime} {child.describe()}", "timeout")
+        return done(Outcome.FAIL, f"{runtime} {child.describe()}", Classification.TIMEOUT)
     if child.status in ("crashed", "no_response"):
-        return done(Outcome.FAIL, f"{runtime} {child.describe()}", "crashed")
+        return done(Outcome.FAIL, f"{runtime} {child.describe()}", Classification.CRASHED)
     status = response.get("status")
     if status == "no_runtime":
         return done(Outcome.UNAVAILABLE, response.get("message", f"{runtime} is not installed"))
     if status == "load_error":
-        for key in ("log_errors", "log_tail", "traceback_tail"):
+        for key in ("log_errors", "log_tail", "traceback_tail", "peak_rss_bytes"):
             if key in response:
                 evidence[key] = response[key]
         detail = (response.get("log_errors") or [response.get("message", "")])[-1]
-        return done(Outcome.FAIL, f"{runtime} could not load the model: {detail}", "load_error")
+        return done(
+            Outcome.FAIL, f"{runtime} could not load the model: {detail}", Classification.LOAD_ERROR
+        )
     if status != "ok":
-        return done(Outcome.FAIL, f"unexpected child status {status!r}", "crashed")
+        return done(Outcome.FAIL, f"unexpected child status {status!r}", Classification.CRASHED)
     for key in ("load_ms", "dtype", "n_ctx", "n_threads", "threads", "has_chat_template"):
         if key in response:
             evidence[key] = response[key]
+    resources = resources_from_response(response)
+    result = evaluate_suite(suite, generations_from_response(response, suite), resources)
+    verdicts = {c.case_id: c for c in result.cases}
     generations = response.get("generations", [])
-    first_failure: dict[str, Any] | None = None
-    for gen in generations:
-        gen["classification"] = classify_answer(gen["output"], gen["expect"])
-        if gen["classification"] != "pass" and first_failure is None:
-            first_failure = gen
+    for position, gen in enumerate(generations):
+        case_id = gen.get("id") or (
+            suite.cases[position].id if position < len(suite.cases) else None
+        )
+        if case_id in verdicts:
+            gen["classification"] = verdicts[case_id].classification
+            gen["reason"] = verdicts[case_id].reason
     evidence["generations"] = generations
-    if first_failure is None:
-        outputs = " | ".join(repr(g["output"]) for g in generations)
-        return done(Outcome.PASS, f"answered {outputs}")
+    evidence["resources"] = resources.model_dump(mode="json")
+    evidence["suite_result"] = result.model_dump(mode="json")
+    if result.passed:
+        if suite.name == GOLDEN_SUITE_NAME:
+            outputs = " | ".join(repr(g["output"]) for g in generations)
+            return done(Outcome.PASS, f"answered {outputs}")
+        return done(Outcome.PASS, describe_result(result))
+    if suite.name == GOLDEN_SUITE_NAME and result.failing_cases:
+        first = result.failing_cases[0]
+        return done(
+            Outcome.FAIL,
+            f"{first.classification}: {first.prompt!r} -> {first.output!r} "
+            f"({first.reason}; expected {first.expect.describe()})",
+            first.classification,
+        )
     return done(
         Outcome.FAIL,
-        f"{first_failure['classification']}: {first_failure['prompt']!r} -> "
-        f"{first_failure['output']!r} (expected {first_failure['expect']!r})",
-        first_failure["classification"],
+        describe_result(result) + " — " + "; ".join(result.reasons),
+        failure_class(result),
     )

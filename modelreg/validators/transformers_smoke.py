@@ -13,7 +13,12 @@ from modelreg.registry.tables import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.child import run_child
-from modelreg.validators.smoke import golden_prompts, judge_run, smoke_memory_problem
+from modelreg.validators.smoke import (
+    judge_run,
+    request_prompts,
+    smoke_memory_problem,
+    smoke_suite,
+)
 from modelreg.validators.transformers_child import CHILD_ARGV
 
 
@@ -39,9 +44,10 @@ class TransformersCpuSmoke:
         if problem:
             return finish(self.name, started, Outcome.UNAVAILABLE, f"not run: {problem}", evidence)
         weights = [f.path for f in ctx.record.manifest.files if f.role == "weights"]
+        suite = smoke_suite(ctx)
         request = {
             "model_dir": str(ctx.files[weights[0]].parent),
-            "prompts": [p.model_dump() for p in golden_prompts(ctx)],
+            "prompts": request_prompts(suite),
             "max_tokens": ctx.options.max_new_tokens,
             "threads": ctx.threads,
             "dtype": None,  # the checkpoint's own dtype
@@ -58,4 +64,4 @@ class TransformersCpuSmoke:
             "transformers_version": response.get("transformers_version"),
             "torch_version": response.get("torch_version"),
         }
-        return judge_run(self.name, started, child, evidence, "transformers")
+        return judge_run(self.name, started, child, evidence, "transformers", suite)

@@ -15,9 +15,11 @@ from modelreg.schemas.manifest import GoldenPrompt
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import Outcome
 from modelreg.validators.neuron_smoke import run_host_path
-from modelreg.validators.smoke import judge_run
+from modelreg.validators.smoke import golden_suite, judge_run
 
-QA = GoldenPrompt(prompt="Q: What is the capital of France?\nA:", expect="Paris", chat=False)
+QA = golden_suite(
+    [GoldenPrompt(prompt="Q: What is the capital of France?\nA:", expect="Paris", chat=False)]
+)
 
 
 def _verify(bundle: Path, tmp_path: Path, target: str = "inf2.xlarge") -> VerifyOutput:
@@ -88,16 +90,16 @@ def test_embed_scale_rules(
 
 def test_host_path_with_the_right_scale_says_paris(slim_bundle: Path) -> None:
     manifest = build_manifest([slim_bundle], model_id="google/gemma-3-270m").manifest
-    child = run_host_path(manifest, slim_bundle, [QA], require_neuron=False, timeout=300)
-    result = judge_run("neuron-smoke", datetime.now(UTC), child, {}, "host path (CPU)")
+    child = run_host_path(manifest, slim_bundle, QA, require_neuron=False, timeout=300)
+    result = judge_run("neuron-smoke", datetime.now(UTC), child, {}, "host path (CPU)", QA)
     assert result.outcome is Outcome.PASS, result.summary
     assert "Paris" in result.evidence["generations"][0]["output"]
 
 
 def test_host_path_with_scale_one_is_the_documented_bug_caught(unscaled_bundle: Path) -> None:
     manifest = build_manifest([unscaled_bundle], model_id="google/gemma-3-270m").manifest
-    child = run_host_path(manifest, unscaled_bundle, [QA], require_neuron=False, timeout=300)
-    result = judge_run("neuron-smoke", datetime.now(UTC), child, {}, "host path (CPU)")
+    child = run_host_path(manifest, unscaled_bundle, QA, require_neuron=False, timeout=300)
+    result = judge_run("neuron-smoke", datetime.now(UTC), child, {}, "host path (CPU)", QA)
     assert result.outcome is Outcome.FAIL
     assert result.classification in ("degenerate", "wrong_answer"), result.summary
 

@@ -26,6 +26,14 @@ def test_safetensors_checkpoint_passes_the_paris_check(
     assert "Paris" in smoke.evidence["generations"][0]["output"]
     assert smoke.evidence["transformers_version"] and smoke.evidence["torch_version"]
     assert smoke.evidence["dtype"] == "bfloat16" and smoke.evidence["load_ms"] > 0
+    # The chat turn ended on the model's own end-of-turn token, within the budget.
+    paris = smoke.evidence["generations"][0]
+    assert paris["finish_reason"] == "stop" and paris["stopped_by_eos"] is True
+    assert paris["end_token"] == "<|im_end|>" and paris["completion_tokens"] < 16
+    # Resources measured in the child: torch + a 269 MB checkpoint, well under 4 GiB.
+    resources = smoke.evidence["resources"]
+    assert 200 << 20 < resources["peak_rss_bytes"] < 4 << 30
+    assert resources["ttft_ms_max"] > 0 and resources["decode_tokens_per_s"] > 0
     assert report.deployability.deployable
 
     corrupt = tmp_path / "corrupt"

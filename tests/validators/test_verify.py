@@ -44,6 +44,11 @@ def test_smollm2_passes_every_check_and_becomes_deployable(
     assert smoke["llama_cpp_python_version"] == "0.3.36"
     assert "AVX" in smoke["system_info"]
     assert smoke["load_ms"] > 0 and smoke["generations"][0]["generation_ms"] > 0
+    paris = smoke["generations"][0]
+    assert paris["finish_reason"] == "stop" and paris["stopped_by_eos"] is True
+    assert paris["end_token"] == "<|im_end|>" and paris["classification"] == "pass"
+    assert smoke["suite"]["name"] == "golden-prompts"
+    assert 50 << 20 < smoke["resources"]["peak_rss_bytes"] < 2 << 30
     assert smoke["host_cpu_flags"]
     assert registry.deployability(record, "cpu").deployable
     stored = registry.store.verifications(record)

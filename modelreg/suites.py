@@ -1,0 +1,193 @@
+"""Golden suite files: read one (strictly), find the shipped default, add a regression case.
+
+A suite is configuration that gates releases, so reading it is strict: at most 1 MiB, one YAML
+document of plain data (``safeyaml``: no anchors or aliases — what a reviewer reads is what
+runs), every problem one ``InvalidInput`` line naming the case and the field. The models are in
+``schemas/suite.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from modelreg.boundedfile import read_bounded
+from modelreg.errors import InvalidArtifact, InvalidInput
+from modelreg.safeyaml import load_yaml, read_yaml_file
+from modelreg.schemas.suite import Case, CaseResult, Suite
+from modelreg.textsafe import for_terminal
+
+MAX_SUITE_BYTES = 1 << 20
+DEFAULT_SUITE_PATH = Path(__file__).resolve().parent / "data" / "suites" / "default-chat.yaml"
+REGRESSION_SUBSET = "regression"
+NOTE_OUTPUT_CHARS = 400
+
+
+def _read_text(path: Path) -> str:
+    data = read_bounded(path, max_bytes=MAX_SUITE_BYTES, what="suite file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidArtifact(path, f"suite file is not UTF-8 text (byte {exc.start})") from None
+
+
+def _error_line(exc: ValidationError, data: Any, origin: str) -> str:
+    """pydantic's first error as one line that names the case (by id) and the field."""
+    error = exc.errors()[0]
+    loc = list(error["loc"])
+    message = error["msg"].removeprefix("Value error, ")
+    if len(loc) >= 2 and loc[0] == "cases" and isinstance(loc[1], int):
+        index = loc[1]
+        raw = data.get("cases") if isinstance(data, dict) else None
+        item = raw[index] if isinstance(raw, list) and index < len(raw) else None
+        case_id = item.get("id") if isinstance(item, dict) else None
+        shown = for_terminal(str(case_id)[:64]) if case_id is not None else None
+        which = f"case '{shown}' (#{index + 1})" if shown else f"case #{index + 1}"
+        field = ".".join(str(p) for p in loc[2:])
+        return (
+            f"{origin}: {which} field {field}: {message}"
+            if field
+            else f"{origin}: {which}: {message}"
+        )
+    field = ".".join(str(p) for p in loc)
+    return f"{origin}: field {field}: {message}" if field else f"{origin}: {message}"
+
+
+def parse_suite(data: Any, origin: str) -> Suite:
+    """Validate untrusted suite data (already parsed); one-line errors."""
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{origin}: a suite is a YAML mapping with name, thresholds and cases")
+    if not data.get("cases"):
+        raise InvalidInput(f"{origin}: the suite has no cases")
+    try:
+        return Suite.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(_error_line(exc, data, origin)) from None
+
+
+def load_suite(path: Path) -> Suite:
+    """Read and validate a suite file."""
+    return parse_suite(
+        read_yaml_file(path, max_bytes=MAX_SUITE_BYTES, what="suite file"), str(path)
+    )
+
+
+def default_suite() -> Suite:
+    """The default chat suite shipped with modelreg (``data/suites/default-chat.yaml``)."""
+    return load_suite(DEFAULT_SUITE_PATH)
+
+
+# ---------------------------------------------------------------------------- regression cases
+
+
+def regression_case(
+    failure: CaseResult,
+    *,
+    origin: str,
+    case_id: str | None = None,
+    subset: str = REGRESSION_SUBSET,
+) -> Case:
+    """A case that asks ``failure``'s prompt again with the same expectation, noting where it
+    came from (e.g. ``run 42 of r_0123abcd on cpu``) and the output that failed."""
+    if failure.passed:
+        raise InvalidInput(f"case {failure.case_id!r} passed in {origin}: nothing to add")
+    identity = json.dumps(
+        [failure.prompt, failure.expect.model_dump(mode="json"), failure.chat], sort_keys=True
+    )
+    output = failure.output if failure.output is not None else "(no output)"
+    if len(output) > NOTE_OUTPUT_CHARS:
+        output = output[:NOTE_OUTPUT_CHARS] + "…"
+    return Case(
+        id=case_id or f"regression-{hashlib.sha256(identity.encode()).hexdigest()[:8]}",
+        subset=subset,
+        prompt=failure.prompt,
+        expect=failure.expect,
+        max_tokens=failure.max_tokens,
+        chat=failure.chat,
+        note=f"from {origin} (case {failure.case_id}): {failure.classification}: "
+        f"{failure.reason}; output {output!r}",
+    )
+
+
+def _case_yaml(case: Case, indent: int) -> str:
+    import yaml
+
+    data = case.model_dump(mode="json", exclude_defaults=True)
+    data["expect"] = {"mode": case.expect.mode.value} | data["expect"]
+    order = ("id", "subset", "prompt", "chat", "max_tokens", "expect", "note")
+    data = {key: data[key] for key in order if key in data}
+    text = yaml.safe_dump([data], sort_keys=False, allow_unicode=True, width=100)
+    return "".join(" " * indent + line for line in text.splitlines(keepends=True))
+
+
+def _insert_case(text: str, case: Case) -> str | None:
+    """``text`` with ``case`` written at the end of its block ``cases:`` list, keeping every
+    comment and line as it was; None when the layout is not one this can edit."""
+    import yaml
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return None
+    cases = next((v for k, v in root.value if getattr(k, "value", None) == "cases"), None)
+    if not isinstance(cases, yaml.SequenceNode) or cases.flow_style or not cases.value:
+        return None
+    first = cases.value[0].start_mark
+    line_start = text.rfind("\n", 0, first.index) + 1
+    dash = text.find("-", line_start, first.index)
+    if dash < 0:
+        return None
+    at = cases.value[-1].end_mark.index
+    head, tail = text[:at], text[at:]
+    if not head.endswith("\n"):
+        head += "\n"
+    return (
+        head + _case_yaml(case, dash - line_start) + tail.lstrip("\n" if not tail.strip() else "")
+    )
+
+
+def append_case(path: Path, case: Case) -> Suite:
+    """Add ``case`` to the suite file at ``path`` and return the new suite (whose digest
+    differs: runs judged by the old suite become stale). Comments and layout are kept when
+    the cases are a block list; otherwise the file is rewritten from the model."""
+    import yaml
+
+    text = _read_text(path)
+    suite = parse_suite(load_yaml(text, origin=str(path)), str(path))
+    for existing in suite.cases:
+        if existing.id == case.id:
+            raise InvalidInput(f"{path}: case {case.id!r} is already in the suite")
+        if (existing.prompt, existing.expect, existing.chat) == (
+            case.prompt,
+            case.expect,
+            case.chat,
+        ):
+            raise InvalidInput(
+                f"{path}: the same prompt and expectation are already case {existing.id!r}"
+            )
+    wanted = suite.model_copy(update={"cases": [*suite.cases, case]})
+    wanted = Suite.model_validate(wanted.model_dump())  # thresholds and ids re-checked
+    new_text = _insert_case(text, case)
+    if new_text is None or parse_suite(load_yaml(new_text, origin=str(path)), str(path)) != wanted:
+        new_text = yaml.safe_dump(
+            wanted.model_dump(mode="json", exclude_defaults=True),
+            sort_keys=False,
+            allow_unicode=True,
+            width=100,
+        )
+    if len(new_text.encode()) > MAX_SUITE_BYTES:
+        raise InvalidInput(f"{path}: the suite would grow past {MAX_SUITE_BYTES} bytes")
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(new_text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return wanted

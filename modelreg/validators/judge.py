@@ -1,0 +1,519 @@
+"""The judge: what one generation is worth, and what a run is worth against a suite.
+
+The order matters — an answer is only read once the output is known to be real text that ended:
+
+1. **degenerate**: empty, control characters, raw special tokens, no letters or digits,
+   near-constant characters, one word repeated, or a short unit looping. "It loaded" proves
+   nothing: SmolLM2 fed 53× too-small embeddings answers "\\n\\nterterterDDDCterter(".
+2. **stop**: a chat model must end its turn (finish reason ``stop``: an EOS / end-of-turn token)
+   within its token budget; an end-of-turn marker written out as text, with generation going
+   on, is the same failure (a broken template or EOS id). Class ``no_stop``.
+3. **answer**: the case's expectation (see ``ExpectMode``). ``contains`` is word-bounded and
+   fails when the answer negates the expected text ("Berlin, not Paris") or also asserts an
+   alternative from ``reject``.
+
+Nothing here knows how the text was produced: a runtime child and an HTTP endpoint give the same
+``Generation``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from modelreg.schemas.suite import (
+    AgreementFigures,
+    Case,
+    CaseResult,
+    Classification,
+    Expectation,
+    ExpectMode,
+    FinishReason,
+    GateOutcome,
+    GateResult,
+    Generation,
+    Resources,
+    SubsetResult,
+    Suite,
+    SuiteResult,
+    Verdict,
+)
+
+# Markers that end a turn in the common chat templates (ChatML, Gemma, Llama 3, Phi, Llama 2).
+END_OF_TURN_MARKERS = (
+    "<|im_end|>",
+    "<end_of_turn>",
+    "<|eot_id|>",
+    "<|end|>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "</s>",
+    "<eos>",
+)
+_SPECIAL_TOKEN = re.compile(
+    r"<\|[A-Za-z0-9_.:-]{1,40}\|>|</?s>|<(?:start|end)_of_turn>|<(?:bos|eos|pad|unk|mask)>"
+    r"|\[/?INST\]|<</?SYS>>"
+)
+
+# Short units (2-4 characters with a letter) repeated 3+ times in a row, one letter 3+ times,
+# or a longer unit (a word, a phrase) looping 3+ times. Digits alone never count: 1111111110
+# is a fine answer to 123456789 + 987654321.
+_SHORT_LOOP = re.compile(r"(.{2,4}?)\1{2,}|([^\W\d_])\2{2,}", re.DOTALL)
+_LONG_LOOP = re.compile(r"(.{5,80}?)\1{2,}", re.DOTALL)
+LOOP_SHARE_DEGENERATE = 0.5
+LOOP_MIN_CHARS = 6  # "AAA" may be an answer (a battery size); "aaaaaaa" is not
+WHITESPACE_SHARE_DEGENERATE = 0.25  # non-space characters below this share of a long output
+# What an answer without letters may be made of: numbers, lists of them, a formula.
+_NUMBERS_ONLY = re.compile(r"^[\d\s.,;:+\-*/=()\[\]{}%^<>×÷−]*$")
+WORD_SHARE_DEGENERATE = 0.6
+
+_WORD = re.compile(r"\w+")
+_CLAUSE_BREAK = re.compile(r"[.;:!?\n,()\[\]—–]")
+# Negation cues within the few words before a match, in the same clause.
+_NEGATION_BEFORE = re.compile(
+    r"\b(?:not|no|never|neither|nor|cannot|isn't|isnt|wasn't|aren't|weren't|don't|doesn't|"
+    r"didn't|won't|wouldn't|rather\s+than|instead\s+of|other\s+than|except|unlike|"
+    r"excluding|pas|nicht|kein|keine|nunca|jamais)\b|n't\b",
+    re.IGNORECASE,
+)
+_NEGATION_AFTER = re.compile(
+    r"^\s*(?:(?:is|was|are|were)\s+(?:not|never|no\s+longer)\b|(?:isn't|wasn't|aren't|"
+    r"weren't)\b)",
+    re.IGNORECASE,
+)
+NEGATION_WINDOW_WORDS = 4
+_NUMERIC = re.compile(r"^[+-]?\d[\d,._ \u00a0\u202f]*$")
+_THOUSANDS = re.compile(r"(?<=\d)[,_ \u00a0\u202f](?=\d{3}(?:\D|$))")
+_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------------------- degenerate
+
+
+def _is_number(text: str) -> bool:
+    return bool(_NUMERIC.match(text.strip()))
+
+
+def _unwrap(text: str) -> str:
+    """``text`` without the quotes, backticks or emphasis wrapped around it."""
+    previous = None
+    while previous != text:
+        previous = text
+        text = text.strip().strip("\"'`*_“”‘’«»").strip()
+    return text
+
+
+def loop_share(text: str) -> float:
+    """Share of the non-space characters inside short repeated runs or a looping phrase."""
+    compact = "".join(text.split())
+    if not compact:
+        return 1.0
+    covered = [False] * len(compact)
+    for match in _SHORT_LOOP.finditer(compact):
+        unit = match.group(1) or match.group(2)
+        if any(ch.isalpha() for ch in unit):
+            covered[match.start() : match.end()] = [True] * (match.end() - match.start())
+    spaced = " ".join(text.split()) + " "  # so that a final copy ends like the others
+    looped = sum(
+        len("".join(m.group(0).split()))
+        for m in _LONG_LOOP.finditer(spaced)
+        if any(ch.isalpha() for ch in m.group(1))
+    )
+    return max(sum(covered), looped) / len(compact)
+
+
+def degenerate_reason(text: str) -> str | None:
+    """Why ``text`` is not real output, or None when it is."""
+    stripped = text.strip()
+    if not stripped:
+        return "empty output" if not text else "whitespace only"
+    controls = [ch for ch in stripped if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r"]
+    if controls:
+        return f"control character U+{ord(controls[0]):04X} in the output"
+    if stripped.count("\ufffd") > 1:
+        return "undecodable bytes (U+FFFD) in the output"
+    special = _SPECIAL_TOKEN.search(stripped)
+    if special:
+        return f"raw special token {special.group(0)!r} in the output"
+    if not any(ch.isalnum() for ch in stripped):
+        return "no letters or digits"
+    if len(text) >= 16 and len("".join(text.split())) / len(text) < WHITESPACE_SHARE_DEGENERATE:
+        return "mostly whitespace"
+    if not any(ch.isalpha() for ch in stripped) and not _NUMBERS_ONLY.match(_unwrap(stripped)):
+        return "no letters, and not a number or a formula"
+    compact = "".join(stripped.split())
+    if len(compact) >= 8 and len(set(compact)) <= 3 and not _is_number(stripped):
+        return f"near-constant output ({len(set(compact))} distinct characters)"
+    words = [w for w in _WORD.findall(stripped.casefold()) if len(w) >= 2]
+    if len(words) >= 4:
+        word, count = Counter(words).most_common(1)[0]
+        if count / len(words) >= WORD_SHARE_DEGENERATE:
+            return f"{word!r} is {count} of {len(words)} words"
+    share = loop_share(stripped) if len(compact) >= LOOP_MIN_CHARS else 0.0
+    if share >= LOOP_SHARE_DEGENERATE:
+        return f"repetition covers {share:.0%} of the output"
+    return None
+
+
+# ---------------------------------------------------------------------------- stop
+
+
+def _split_turn(text: str) -> tuple[str, str | None]:
+    """The text up to the first end-of-turn marker written as text, and that marker."""
+    first: tuple[int, str] | None = None
+    for marker in END_OF_TURN_MARKERS:
+        at = text.find(marker)
+        if at >= 0 and (first is None or at < first[0]):
+            first = (at, marker)
+    if first is None:
+        return text, None
+    return text[: first[0]], first[1]
+
+
+def stop_reason(generation: Generation, marker: str | None) -> str | None:
+    """Why the generation did not end its turn properly, or None when it did."""
+    if marker is not None:
+        return f"the end-of-turn marker {marker!r} came out as text and generation went on"
+    if not generation.chat:
+        return None  # a plain completion may run to its budget
+    if generation.finish_reason is FinishReason.STOP:
+        return None
+    if generation.finish_reason is FinishReason.LENGTH:
+        budget = generation.max_tokens or generation.completion_tokens
+        return f"no end of turn within {budget} tokens"
+    return "the runtime did not report why generation ended, so the end of turn is unproven"
+
+
+# ---------------------------------------------------------------------------- answer
+
+
+def _fold(text: str, expect: Expectation) -> str:
+    return text if expect.case_sensitive else text.casefold()
+
+
+def _bounded(ch: str) -> bool:
+    """Whether a term edge at ``ch`` needs a word boundary: a word character of a script that
+    separates words with spaces (not Chinese or Japanese, where 東京 sits inside 首都は東京です)."""
+    return bool(re.match(r"\w", ch)) and unicodedata.east_asian_width(ch) not in ("W", "F")
+
+
+def _pattern(term: str, expect: Expectation) -> re.Pattern[str]:
+    """Word-bounded where the term starts or ends with a word character."""
+    body = re.escape(_fold(term, expect))
+    start = r"(?<!\w)" if _bounded(term[0]) else ""
+    end = r"(?!\w)" if _bounded(term[-1]) else ""
+    if _is_number(term):
+        start, end = r"(?<![\w.,])", r"(?!\w|[.,]\d)"
+    return re.compile(start + body + end)
+
+
+def _normalise_numbers(text: str) -> str:
+    return _THOUSANDS.sub("", text)
+
+
+def _negated(text: str, start: int, end: int) -> bool:
+    before = _CLAUSE_BREAK.split(text[:start])[-1]
+    window = " ".join(before.split()[-NEGATION_WINDOW_WORDS:])
+    if _NEGATION_BEFORE.search(window):
+        return True
+    after = _CLAUSE_BREAK.split(text[end:])[0]
+    return bool(_NEGATION_AFTER.match(after))
+
+
+def _occurrences(text: str, term: str, expect: Expectation) -> tuple[int, int]:
+    """(asserted, negated) word-bounded occurrences of ``term`` in ``text``."""
+    haystack = _fold(text, expect)
+    if _is_number(term):
+        haystack, term = _normalise_numbers(haystack), _normalise_numbers(term)
+    asserted = negated = 0
+    for match in _pattern(term, expect).finditer(haystack):
+        if _negated(haystack, match.start(), match.end()):
+            negated += 1
+        else:
+            asserted += 1
+    return asserted, negated
+
+
+def _rejected(text: str, expect: Expectation) -> str | None:
+    for alternative in expect.reject:
+        asserted, _ = _occurrences(text, alternative, expect)
+        if asserted:
+            return alternative
+    return None
+
+
+def _normalise_whole(text: str, expect: Expectation) -> str:
+    """The whole answer as ``exact`` / ``one_of`` compare it: trimmed, unquoted, no final
+    period, whitespace collapsed, case-folded unless the case is case-sensitive."""
+    text = " ".join(text.split())
+    previous = None
+    while previous != text:
+        previous = text
+        text = _unwrap(text).rstrip(".!。")
+    return _fold(text, expect)
+
+
+def _json_answer(text: str) -> str:
+    text = text.strip()
+    fenced = _FENCE.match(text)
+    return fenced.group(1).strip() if fenced else text
+
+
+def answer_reason(output: str, expect: Expectation) -> str | None:
+    """Why ``output`` does not meet ``expect``, or None when it does."""
+    mode = expect.mode
+    if mode is ExpectMode.CONTAINS:
+        assert expect.value is not None
+        asserted, negated = _occurrences(output, expect.value, expect)
+        if negated:
+            return f"negates {expect.value!r}"
+        if not asserted:
+            return f"does not contain {expect.value!r}"
+    elif mode is ExpectMode.NOT_CONTAINS:
+        assert expect.value is not None
+        asserted, negated = _occurrences(output, expect.value, expect)
+        if asserted or negated:
+            return f"contains {expect.value!r}"
+    elif mode is ExpectMode.EXACT:
+        assert expect.value is not None
+        if _normalise_whole(output, expect) != _normalise_whole(expect.value, expect):
+            return f"is not exactly {expect.value!r}"
+    elif mode is ExpectMode.ONE_OF:
+        answer = _normalise_whole(output, expect)
+        if answer not in {_normalise_whole(v, expect) for v in expect.values}:
+            return "is not " + expect.describe()
+    elif mode is ExpectMode.REGEX:
+        assert expect.value is not None
+        flags = 0 if expect.case_sensitive else re.IGNORECASE
+        if not re.search(expect.value, output, flags):
+            return f"does not match /{expect.value}/"
+    elif mode is ExpectMode.JSON:
+        return _json_reason(output, expect)
+    alternative = _rejected(output, expect)
+    if alternative is not None:
+        return f"also asserts {alternative!r}"
+    return None
+
+
+def _json_reason(output: str, expect: Expectation) -> str | None:
+    try:
+        document = json.loads(_json_answer(output))
+    except json.JSONDecodeError as exc:
+        return f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    if expect.json_schema is None:
+        return None
+    import jsonschema
+
+    validator_class = jsonschema.validators.validator_for(expect.json_schema)
+    error = jsonschema.exceptions.best_match(
+        validator_class(expect.json_schema).iter_errors(document)
+    )
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+    return f"JSON does not match its schema at {where}: {_clip(error.message, 120)}"
+
+
+# ---------------------------------------------------------------------------- the judge
+
+
+def judge(generation: Generation, expect: Expectation) -> Verdict:
+    """Classify one generation: degenerate, then stop, then answer."""
+    output = generation.output
+    turn, marker = _split_turn(output)
+    degenerate = degenerate_reason(turn)
+    if degenerate is not None:
+        return Verdict(classification=Classification.DEGENERATE, reason=degenerate)
+    no_stop = stop_reason(generation, marker)
+    if no_stop is not None:
+        return Verdict(classification=Classification.NO_STOP, reason=no_stop)
+    wrong = answer_reason(turn, expect)
+    if wrong is not None:
+        return Verdict(
+            classification=Classification.WRONG_ANSWER, reason=f"{_clip(turn)!r} {wrong}"
+        )
+    return Verdict(classification=Classification.PASS, reason=f"{_clip(turn)!r}")
+
+
+# ---------------------------------------------------------------------------- a suite run
+
+SAME_OUTPUT_MIN_CASES = 3
+
+
+def _same_output_everywhere(generations: Sequence[Generation]) -> bool:
+    """A model that answers every prompt alike is not reading the prompts."""
+    if len(generations) < SAME_OUTPUT_MIN_CASES:
+        return False
+    outputs = {" ".join(g.output.split()).casefold() for g in generations}
+    return len(outputs) == 1
+
+
+def judge_cases(suite: Suite, generations: Mapping[str, Generation]) -> list[CaseResult]:
+    """Each case judged on its generation (``generations`` keyed by case id)."""
+    present = [generations[c.id] for c in suite.cases if c.id in generations]
+    same_everywhere = _same_output_everywhere(present)
+    results = []
+    for case in suite.cases:
+        generation = generations.get(case.id)
+        if generation is None:
+            verdict = Verdict(classification=Classification.NOT_RUN, reason="no output")
+        elif same_everywhere:
+            verdict = Verdict(
+                classification=Classification.DEGENERATE,
+                reason=f"the same output for every prompt: {_clip(generation.output)!r}",
+            )
+        else:
+            verdict = judge(generation, case.expect)
+        results.append(case_result(case, generation, verdict))
+    return results
+
+
+def case_result(case: Case, generation: Generation | None, verdict: Verdict) -> CaseResult:
+    return CaseResult(
+        case_id=case.id,
+        subset=case.subset,
+        prompt=case.prompt,
+        chat=case.chat,
+        max_tokens=case.max_tokens,
+        expect=case.expect,
+        output=generation.output if generation is not None else None,
+        finish_reason=generation.finish_reason if generation is not None else None,
+        stopped_by_eos=generation.stopped_by_eos if generation is not None else None,
+        completion_tokens=generation.completion_tokens if generation is not None else None,
+        classification=verdict.classification,
+        reason=verdict.reason,
+    )
+
+
+def _rate(passed: int, total: int) -> float:
+    return passed / total if total else 0.0
+
+
+def _gate(name: str, measured: float | None, limit: float, upper: bool, unit: str) -> GateResult:
+    """``upper``: the measurement must not exceed ``limit``; otherwise it must reach it."""
+    if measured is None:
+        return GateResult(
+            gate=name,
+            outcome=GateOutcome.UNMEASURED,
+            measured=None,
+            limit=limit,
+            message=f"{name}: not measured (limit {limit:g}{unit})",
+        )
+    ok = measured <= limit if upper else measured >= limit
+    relation = ("≤" if ok else ">") if upper else ("≥" if ok else "<")
+    return GateResult(
+        gate=name,
+        outcome=GateOutcome.PASS if ok else GateOutcome.FAIL,
+        measured=measured,
+        limit=limit,
+        message=f"{name}: {measured:.4g}{unit} {relation} {limit:g}{unit}",
+    )
+
+
+def resource_gates(suite: Suite, resources: Resources | None) -> list[GateResult]:
+    t, r = suite.thresholds, resources or Resources()
+    gates = []
+    if t.max_peak_rss_gib is not None:
+        gates.append(_gate("max_peak_rss_gib", r.peak_rss_gib, t.max_peak_rss_gib, True, " GiB"))
+    if t.min_decode_tokens_per_s is not None:
+        gates.append(
+            _gate(
+                "min_decode_tokens_per_s",
+                r.decode_tokens_per_s,
+                t.min_decode_tokens_per_s,
+                False,
+                " tok/s",
+            )
+        )
+    if t.max_ttft_ms is not None:
+        gates.append(_gate("max_ttft_ms", r.ttft_ms_max, t.max_ttft_ms, True, " ms"))
+    return gates
+
+
+def agreement_gates(suite: Suite, agreement: AgreementFigures | None) -> list[GateResult]:
+    """Gates on agreement with a reference; ``skipped`` when no reference was compared."""
+    t = suite.thresholds
+    wanted = [
+        ("min_top1_agreement", t.min_top1_agreement, False),
+        ("max_mean_kl", t.max_mean_kl, True),
+    ]
+    gates = []
+    for name, limit, upper in wanted:
+        if limit is None:
+            continue
+        if agreement is None:
+            gates.append(
+                GateResult(
+                    gate=name,
+                    outcome=GateOutcome.SKIPPED,
+                    measured=None,
+                    limit=limit,
+                    message=f"{name}: no reference compared in this run",
+                )
+            )
+            continue
+        measured = agreement.top1_agreement if name == "min_top1_agreement" else agreement.mean_kl
+        gates.append(_gate(name, measured, limit, upper, ""))
+    return gates
+
+
+def evaluate_suite(
+    suite: Suite,
+    generations: Mapping[str, Generation],
+    resources: Resources | None = None,
+    agreement: AgreementFigures | None = None,
+) -> SuiteResult:
+    """Judge a run against ``suite``: every case, the pass rates overall and per subset, the
+    resource and agreement gates. It passes only when every gate passes (or was skipped)."""
+    cases = judge_cases(suite, generations)
+    passed = sum(c.passed for c in cases)
+    pass_rate = _rate(passed, len(cases))
+    reasons = []
+    if pass_rate < suite.thresholds.min_pass_rate:
+        reasons.append(
+            f"pass rate {passed}/{len(cases)} = {pass_rate:.0%} < "
+            f"min_pass_rate {suite.thresholds.min_pass_rate:.0%}"
+        )
+    subsets = []
+    for subset in sorted({c.subset for c in cases}):
+        members = [c for c in cases if c.subset == subset]
+        ok_count = sum(c.passed for c in members)
+        rate = _rate(ok_count, len(members))
+        minimum = suite.thresholds.subsets.get(subset)
+        ok = minimum is None or rate >= minimum
+        if not ok:
+            reasons.append(
+                f"subset {subset}: {ok_count}/{len(members)} = {rate:.0%} < {minimum:.0%}"
+            )
+        subsets.append(
+            SubsetResult(
+                subset=subset,
+                passed=ok_count,
+                total=len(members),
+                pass_rate=rate,
+                min_pass_rate=minimum,
+                ok=ok,
+            )
+        )
+    gates = resource_gates(suite, resources) + agreement_gates(suite, agreement)
+    reasons += [g.message for g in gates if g.outcome in (GateOutcome.FAIL, GateOutcome.UNMEASURED)]
+    return SuiteResult(
+        suite_name=suite.name,
+        suite_digest=suite.digest(),
+        passed=not reasons,
+        pass_rate=pass_rate,
+        cases=cases,
+        subsets=subsets,
+        gates=gates,
+        resources=resources,
+        agreement=agreement,
+        reasons=reasons,
+    )

@@ -1,0 +1,54 @@
+"""What a runtime child used: its peak memory, and speed figures summed over one run.
+
+The child measures (``peak_rss_bytes`` from its own ``VmHWM``; per generation ``ttft_ms``,
+``prompt_eval_tokens`` / ``prompt_ms``, ``decode_tokens`` / ``decode_ms``); the parent turns the
+response into one ``Resources``. Light on purpose: runtime children import it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # runtime children import this module: keep pydantic out of their start-up
+    from modelreg.schemas.suite import Resources
+
+
+def peak_rss_bytes(status: Path = Path("/proc/self/status")) -> int | None:
+    """This process's peak resident set (VmHWM). Not ``ru_maxrss``: that survives ``execve``
+    and would report whatever the process was before it became the runtime child."""
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _per_second(tokens: float, ms: float) -> float | None:
+    return round(tokens / (ms / 1000), 2) if tokens > 0 and ms > 0 else None
+
+
+def resources_from_response(response: dict[str, Any]) -> Resources:
+    """Sum a child's ``ok`` response into run-level figures (absent figures stay None)."""
+    from modelreg.schemas.suite import Resources
+
+    generations = response.get("generations") or []
+    ttfts = [g["ttft_ms"] for g in generations if g.get("ttft_ms") is not None]
+    prompt_tokens = sum(g.get("prompt_eval_tokens") or 0 for g in generations)
+    prompt_ms = sum(g.get("prompt_ms") or 0.0 for g in generations)
+    decode_tokens = sum(g.get("decode_tokens") or 0 for g in generations)
+    decode_ms = sum(g.get("decode_ms") or 0.0 for g in generations)
+    used = [(g.get("prompt_tokens") or 0) + (g.get("completion_tokens") or 0) for g in generations]
+    return Resources(
+        peak_rss_bytes=response.get("peak_rss_bytes"),
+        load_ms=response.get("load_ms"),
+        ttft_ms_max=max(ttfts) if ttfts else None,
+        ttft_ms_median=round(statistics.median(ttfts), 2) if ttfts else None,
+        prompt_tokens_per_s=_per_second(prompt_tokens, prompt_ms),
+        decode_tokens_per_s=_per_second(decode_tokens, decode_ms),
+        context_used_tokens=max(used) if used and max(used) > 0 else None,
+        context_tokens=response.get("n_ctx"),
+    )
