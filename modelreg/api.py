@@ -18,17 +18,21 @@ nothing public can skip a gate. Reporting methods return the pydantic output mod
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelreg import config, rules
 from modelreg.errors import (
+    IntegrityError,
     InvalidInput,
     ModelNotFound,
+    ModelregError,
     NoRollbackCandidate,
     NotDeployable,
     RecordNotFound,
@@ -37,14 +41,15 @@ from modelreg.errors import (
 from modelreg.fingerprint import Fingerprint, runtime_fingerprint
 from modelreg.registry.store import Locked, Promotion, Record, Store, StoredFile, Verification
 from modelreg.rules import (
-    CheckVerdict,
     Deployability,
     Reason,
     RecordState,
     RecordStateKind,
+    StoredRun,
 )
 from modelreg.schemas.output import (
     AddOutput,
+    AttestOutput,
     CardFinding,
     CardRenderOutput,
     CardValidateOutput,
@@ -74,6 +79,8 @@ from modelreg.schemas.output import (
     StateOut,
     StatusEntry,
     StatusOutput,
+    SuiteCaseOutput,
+    SuiteOutput,
     TargetOut,
     TargetsOutput,
     VerifyOutput,
@@ -83,6 +90,8 @@ from modelreg.schemas.output import (
 if TYPE_CHECKING:
     from modelreg.manifests.build import BuiltArtifact
     from modelreg.schemas.manifest import HostRun, Manifest
+    from modelreg.schemas.suite import Suite
+    from modelreg.schemas.verification import CheckResult
     from modelreg.targets import Target
     from modelreg.validators.base import VerifyOptions
     from modelreg.validators.child import RuntimeChild
@@ -318,7 +327,7 @@ class _Reads:
     def state(self, record_id: str) -> RecordState:
         return self.store.state(record_id)
 
-    def latest_run(self, record_id: str, target: str) -> list[CheckVerdict]:
+    def latest_runs(self, record_id: str, target: str) -> list[StoredRun]:
         return self.store.latest_runs([record_id], target)[record_id]
 
     def promotions(self, target: str) -> list[Promotion]:
@@ -326,6 +335,124 @@ class _Reads:
 
     def records(self, record_ids: Iterable[str]) -> dict[str, Record]:
         return self.store.records_by_id(record_ids)
+
+
+@dataclass(frozen=True)
+class _VerifyPlan:
+    options: VerifyOptions
+    suite: Suite | None
+    reference: Record | None
+    private_key: Any
+
+
+def load_suite_ref(ref: str | Path) -> Suite:
+    """A golden suite by file path, or a built-in one by name ("default-chat")."""
+    from modelreg.suites import default_suite, load_suite
+    from modelreg.targets import BUILTIN_SUITES
+
+    if str(ref) in BUILTIN_SUITES:
+        return default_suite()
+    return load_suite(Path(ref))
+
+
+def suite_label(suite: Suite | None) -> str | None:
+    """How a suite appears in fingerprints: its name and digest (None: no suite attached)."""
+    return f"{suite.name} sha256:{suite.digest()[:16]}" if suite is not None else None
+
+
+class _Judge:
+    """Decides deployability for one API call: the targets as defined now, their current
+    fingerprints, trust policies and suites in force — each worked out once per call and
+    never cached across calls (a runtime upgrade or a new key must count at once, also in a
+    long-lived server)."""
+
+    def __init__(self, registry: Registry) -> None:
+        # Everything read from the database is read here, up front: a judge is used inside
+        # locked transactions, where another session would wait on our own lock (SQLite).
+        self.targets = registry.all_targets()
+        self._model_suites = registry.store.model_suites()
+        self._fingerprints: dict[tuple[str, str, tuple[str, ...], str | None], Fingerprint] = {}
+        self._trust: dict[str, rules.TrustPolicy] = {}
+
+    def suite_in_force(self, model_id: str, target: Target) -> Suite | None:
+        """The suite a verify of this model on this target runs: the model's, else the
+        target's, else None (the golden prompts / Paris check). Raises on an unreadable
+        target suite (verify refuses to run)."""
+        from modelreg.schemas.suite import Suite
+
+        row = self._model_suites.get(model_id)
+        if row is not None:
+            return Suite.model_validate_json(row.suite_json)
+        if target.suite is None:
+            return None
+        return load_suite_ref(target.suite)
+
+    def _suite_label(self, model_id: str, target: Target) -> str | None:
+        try:
+            return suite_label(self.suite_in_force(model_id, target))
+        except ModelregError as exc:
+            # An unreadable suite matches no run's: every run is stale, never a pass.
+            return f"unreadable: {exc.message}"
+
+    def trust(self, target: Target) -> rules.TrustPolicy:
+        if target.name not in self._trust:
+            policy = rules.TRUST_LOCAL
+            if target.trust_verifier_keys:
+                from modelreg.signing import trusted_keys
+
+                try:
+                    policy = rules.TrustPolicy(
+                        verifier_keys=trusted_keys([Path(p) for p in target.trust_verifier_keys])
+                    )
+                except ModelregError as exc:
+                    policy = rules.TrustPolicy(problem=exc.message)
+            self._trust[target.name] = policy
+        return self._trust[target.name]
+
+    def current(self, target: Target, record: Record, run: StoredRun) -> Fingerprint:
+        """The fingerprint ``run``'s evidence would carry if produced now on ``target``."""
+        from modelreg.fingerprint import LIB_PREFIX, libraries_of
+
+        libraries = libraries_of(run.fingerprint)
+        suite = self._suite_label(record.model_id, target)
+        key = (target.name, _runtime_of(record), libraries, suite)
+        if key not in self._fingerprints:
+            self._fingerprints[key] = runtime_fingerprint(
+                target, key[1], libraries=libraries, suite=suite
+            )
+        fingerprint = self._fingerprints[key]
+        if not target.is_local:
+            # A remote host's libraries cannot be hashed from here: they are kept as evidence,
+            # and staleness is judged on what can be recomputed.
+            fingerprint = fingerprint | {
+                k: v for k, v in run.fingerprint.items() if k.startswith(LIB_PREFIX)
+            }
+        return fingerprint
+
+    def verdict(
+        self,
+        record: Record,
+        target_name: str,
+        state: RecordState,
+        runs: Sequence[StoredRun],
+        file_digests: dict[str, str] | None = None,
+    ) -> Deployability:
+        target = self.targets.get(target_name)
+        if target is None:
+            return rules.target_undefined(record.id, target_name)
+        trust = self.trust(target)
+        if trust.verifier_keys is not None and file_digests is None:
+            file_digests = {f.path: f.sha256 or "" for f in record.manifest.files}
+        return rules.judge(
+            record.id,
+            target.name,
+            record.hold_reasons,
+            state,
+            runs,
+            lambda run: self.current(target, record, run),
+            trust,
+            file_digests,
+        )
 
 
 class Registry:
@@ -353,20 +480,6 @@ class Registry:
     def targets(self) -> TargetsOutput:
         """Every target: built in, and from the targets file."""
         return targets(self.targets_file)
-
-    @staticmethod
-    def _fingerprints() -> Callable[[Target, str], Fingerprint]:
-        """A per-call memo of the targets' current runtime fingerprints (never cached across
-        calls: a runtime upgrade must expire evidence at once, also in a long-lived server)."""
-        cache: dict[tuple[str, str], Fingerprint] = {}
-
-        def of(target: Target, runtime: str) -> Fingerprint:
-            key = (target.name, runtime)
-            if key not in cache:
-                cache[key] = runtime_fingerprint(target, runtime)
-            return cache[key]
-
-        return of
 
     # -- records -------------------------------------------------------------------------
 
@@ -401,14 +514,37 @@ class Registry:
         )
 
     def add(
-        self, paths: Sequence[str | Path], *, actor: str | None = None, **options: Any
+        self,
+        paths: Sequence[str | Path],
+        *,
+        signature: Path | None = None,
+        actor: str | None = None,
+        **options: Any,
     ) -> AddOutput:
         """Record an artifact (idempotent: the same facts are the same record). Options are
-        those of ``modelreg.inspect``."""
+        those of ``modelreg.inspect``. ``signature``: a bundle made with ``model_signing sign
+        key``; its per-file digests must be the record's (checked before anything is written)
+        and it is kept with the record, to be verified against a target's trusted keys."""
+        from modelreg.signing import read_artifact_signature
+        from modelreg.validators.signature import covered
+
+        artifact_signature = read_artifact_signature(signature) if signature else None
         built = inspect(paths, **options)
-        record, created = self.store.add(
-            built.manifest, built.root, actor or config.actor(), built.resolution
-        )
+        if artifact_signature is not None:
+            record_digests = {f.path: f.sha256 or "" for f in built.manifest.files}
+            problems = covered(record_digests, artifact_signature.digests)
+            if problems:
+                raise IntegrityError(
+                    f"{signature}: the signature is over other files than this artifact: "
+                    + "; ".join(problems),
+                    "sign the files being added (model_signing sign key PATH)",
+                )
+        actor = actor or config.actor()
+        record, created = self.store.add(built.manifest, built.root, actor, built.resolution)
+        if artifact_signature is not None:
+            self.store.add_artifact_signature(
+                record, artifact_signature.bundle, artifact_signature.key_hint, actor
+            )
         return AddOutput(
             created=created,
             record=self._record_out(record),
@@ -417,42 +553,22 @@ class Registry:
 
     # -- deployability -------------------------------------------------------------------
 
-    def _judge(
-        self,
-        record: Record,
-        target: Target | None,
-        target_name: str,
-        state: RecordState,
-        run: Sequence[CheckVerdict],
-        fingerprints: Callable[[Target, str], Fingerprint],
-    ) -> Deployability:
-        if target is None:
-            return rules.target_undefined(record.id, target_name)
-        fingerprint = fingerprints(target, _runtime_of(record))
-        return rules.judge(record.id, target.name, record.hold_reasons, state, run, fingerprint)
-
     def deployability(self, ref: str, target: str) -> Deployability:
         """Is the record deployable on ``target`` right now (with structured reasons)?"""
         record = self.store.get(ref)
-        found = self.all_targets().get(target)
-        run = self.store.latest_runs([record.id], target)[record.id]
-        return self._judge(
-            record, found, target, self.store.state(record.id), run, self._fingerprints()
-        )
+        runs = self.store.latest_runs([record.id], target)[record.id]
+        return _Judge(self).verdict(record, target, self.store.state(record.id), runs)
 
     def _verdicts(
         self, records: Sequence[Record], target_name: str
     ) -> tuple[dict[str, Deployability], dict[str, RecordState]]:
         """Deployability of many records on one target, in a few queries."""
-        found = self.all_targets().get(target_name)
         ids = [r.id for r in records]
         runs = self.store.latest_runs(ids, target_name)
         states = self.store.states(ids)
-        fingerprints = self._fingerprints()
+        judge = _Judge(self)
         verdicts = {
-            r.id: self._judge(
-                r, found, target_name, states.get(r.id, rules.ACTIVE), runs[r.id], fingerprints
-            )
+            r.id: judge.verdict(r, target_name, states.get(r.id, rules.ACTIVE), runs[r.id])
             for r in records
         }
         return verdicts, states
@@ -464,14 +580,12 @@ class Registry:
         state = self.store.state(record.id)
         files = self.store.files([record.id])[record.id]
         verifications = self.store.verifications(record.id)
-        targets = self.all_targets()
-        fingerprints = self._fingerprints()
+        judge = _Judge(self)
         verified_on = sorted({v.target for v in verifications})
         deployability = []
         for name in verified_on:
-            run = self.store.latest_runs([record.id], name)[record.id]
-            verdict = self._judge(record, targets.get(name), name, state, run, fingerprints)
-            deployability.append(deployability_out(verdict))
+            runs = self.store.latest_runs([record.id], name)[record.id]
+            deployability.append(deployability_out(judge.verdict(record, name, state, runs)))
         production = [
             promotion_out(p)
             for p in self.store.productions(record.model_id)
@@ -535,13 +649,22 @@ class Registry:
         *,
         path: Path | None = None,
         options: VerifyOptions | None = None,
+        suite: str | Path | None = None,
+        reference: str | None = None,
+        sign_key: Path | None = None,
         actor: str | None = None,
         warm_llama_child: RuntimeChild | None = None,
     ) -> VerifyOutput:
         """Run the record's required checks on ``target``, store every result with its
-        evidence and runtime fingerprint, and say whether it is now deployable there.
+        evidence and fingerprint, and say whether it is now deployable there.
 
         ``path``: where the files are on this host, if not where they were added.
+        ``suite``: a golden suite file (or "default-chat") for this run only; else the suite
+        attached to the model, else the target's, else the golden prompts / Paris check. A run
+        counts only under the suite in force.
+        ``reference``: a record of the same tokenizer to measure agreement against (greedy
+        top-1 and mean KL over a fixed text), judged by the suite's agreement thresholds.
+        ``sign_key`` (or ``$MODELREG_SIGNING_KEY``): sign the run as an in-toto statement.
         ``warm_llama_child``: a llama.cpp child started early (see the CLI); used or killed.
         """
         try:
@@ -550,25 +673,27 @@ class Registry:
             from modelreg.validators.base import locate_files
 
             files = locate_files(record, path)
+            plan = self._verify_plan(record, the_target, options, suite, reference, sign_key)
         except BaseException:
             if warm_llama_child is not None:
                 warm_llama_child.discard()
             raise
-        return self._verify(record, the_target, files, options, actor, warm_llama_child)
+        return self._verify(record, the_target, files, plan, actor, warm_llama_child)
 
-    def _verify(
+    def _verify_plan(
         self,
         record: Record,
         target: Target,
-        files: dict[str, Path],
         options: VerifyOptions | None,
-        actor: str | None,
-        warm_llama_child: RuntimeChild | None = None,
-    ) -> VerifyOutput:
-        from modelreg import host
+        suite: str | Path | None,
+        reference: str | None,
+        sign_key: Path | None,
+    ) -> _VerifyPlan:
+        """Everything a verify needs decided before any check runs (bad input: exit 2 now)."""
+        import os
+
         from modelreg.manifests.neuron_fit import recommended_verify_timeout
         from modelreg.validators.base import VerifyOptions
-        from modelreg.validators.verify import run_checks
 
         options = options or VerifyOptions()
         if options.timeout_seconds is None:
@@ -576,14 +701,96 @@ class Registry:
             # start); the target kind's default is raised to cover the bundle's measured one.
             seconds, _why = recommended_verify_timeout(record.manifest, target)
             options = dataclasses.replace(options, timeout_seconds=seconds)
-        results = run_checks(record, target, files, options, warm_llama_child)
-        fingerprint = runtime_fingerprint(target, _runtime_of(record))
+        chosen: Suite | None = (
+            load_suite_ref(suite)
+            if suite is not None
+            else _Judge(self).suite_in_force(record.model_id, target)
+        )
+        if chosen is not None:
+            options = dataclasses.replace(options, suite=chosen)
+        reference_record = None
+        if reference is not None:
+            reference_record = self.store.get(reference)
+            if reference_record.id == record.id:
+                raise InvalidInput("--reference must name another record than the one verified")
+        key_path = sign_key or (
+            Path(os.environ["MODELREG_SIGNING_KEY"])
+            if os.environ.get("MODELREG_SIGNING_KEY")
+            else None
+        )
+        private_key = None
+        if key_path is not None:
+            from modelreg.signing import load_private_key
+
+            private_key = load_private_key(key_path)
+        return _VerifyPlan(options, chosen, reference_record, private_key)
+
+    def _verify(
+        self,
+        record: Record,
+        target: Target,
+        files: dict[str, Path],
+        plan: _VerifyPlan,
+        actor: str | None,
+        warm_llama_child: RuntimeChild | None = None,
+    ) -> VerifyOutput:
+        from modelreg import host
+        from modelreg.fingerprint import libraries_of
+        from modelreg.registry.store import new_run_id
+        from modelreg.validators.staging import stage, unrecorded_runtime_files
+        from modelreg.validators.verify import bind_to_staging, reference_check, run_checks
+
+        unrecorded = []
+        if record.format == "safetensors":
+            directories = {p.parent for p in files.values()}
+            recorded = set(files)
+            unrecorded = sorted(
+                name for d in directories for name in unrecorded_runtime_files(d, recorded)
+            )
+        # The checks see a private view of exactly the record's files: the bytes the digest
+        # check hashes are the bytes the runtime loads, and nothing else is there to load.
+        with stage(files) as staged:
+            results = run_checks(
+                record,
+                target,
+                {**files, **staged.files},
+                plan.options,
+                warm_llama_child,
+                artifact_signatures=self.store.artifact_signatures(record.id),
+            )
+            if plan.reference is not None:
+                results.append(reference_check(record, plan.reference, staged.files, plan))
+            results = bind_to_staging(results, staged.changes(), unrecorded)
+        libraries = sorted({lib for r in results for lib in r.evidence.get("mapped_libraries", [])})
+        fingerprint = runtime_fingerprint(
+            target,
+            _runtime_of(record),
+            libraries=libraries,
+            suite=suite_label(plan.suite),
+        )
         verdict = rules.run_verdict(
             (r.check, r.required, r.outcome, r.classification) for r in results
         )
+        run_id = new_run_id()
+        hostname = host.hostname()
+        envelope, signer = None, None
+        if plan.private_key is not None:
+            envelope, signer = self._sign_run(
+                record, target.name, run_id, hostname, results, fingerprint, plan.private_key
+            )
         actor = actor or config.actor()
+        judge = _Judge(self)
         with self.store.locked(record.model_id) as tx:
-            run_id = tx.save_run(record, target.name, results, host.hostname(), fingerprint)
+            tx.save_run(
+                record,
+                target.name,
+                results,
+                hostname,
+                fingerprint,
+                run_id=run_id,
+                envelope=envelope,
+                signer_key_id=signer,
+            )
             tx.event(
                 "verify",
                 actor,
@@ -595,16 +802,14 @@ class Registry:
                     "passed": verdict.passed,
                     "blocking": [b.describe() for b in verdict.blocking],
                     "checks": {r.check: r.outcome.value for r in results},
+                    "signed_by": signer,
+                    "suite": suite_label(plan.suite),
+                    "libraries": len(libraries_of(fingerprint)),
                 },
             )
             state = tx.state(record.id)
-            deployable = rules.judge(
-                record.id,
-                target.name,
-                record.hold_reasons,
-                state,
-                tx.latest_run(record.id, target.name),
-                fingerprint,
+            deployable = judge.verdict(
+                record, target.name, state, tx.latest_runs(record.id, target.name)
             )
         files_out = self.store.files([record.id])[record.id]
         return VerifyOutput(
@@ -614,7 +819,36 @@ class Registry:
             passed=verdict.passed,
             deployability=deployability_out(deployable),
             checks=list(results),
+            signed_by=signer,
         )
+
+    def _sign_run(
+        self,
+        record: Record,
+        target: str,
+        run_id: str,
+        hostname: str,
+        results: Sequence[CheckResult],
+        fingerprint: Fingerprint,
+        private_key: Any,
+    ) -> tuple[dict[str, Any], str]:
+        from datetime import UTC, datetime
+
+        from modelreg.signing import key_id, run_statement, sign_statement
+
+        files = self.store.files([record.id])[record.id]
+        statement = run_statement(
+            record_id=record.id,
+            model_id=record.model_id,
+            target=target,
+            run_id=run_id,
+            host=hostname,
+            file_digests={f.path: f.sha256 for f in files},
+            checks=[r.model_dump(mode="json") for r in results],
+            fingerprint=fingerprint,
+            signed_at=datetime.now(UTC).isoformat(),
+        )
+        return sign_statement(statement, private_key), key_id(private_key.public_key())
 
     def stale(self, target: str) -> list[Record]:
         """Records whose latest run on ``target`` passed under a runtime that has since
@@ -625,14 +859,25 @@ class Registry:
         return [r for r in records if verdicts[r.id].stale]
 
     def verify_stale(
-        self, target: str, *, options: VerifyOptions | None = None, actor: str | None = None
+        self,
+        target: str,
+        *,
+        options: VerifyOptions | None = None,
+        sign_key: Path | None = None,
+        actor: str | None = None,
     ) -> VerifyStaleOutput:
         """Re-verify every record whose evidence on ``target`` is stale, where it was added."""
         from modelreg.validators.base import locate_files
 
         the_target = self.target(target)
         runs = [
-            self._verify(record, the_target, locate_files(record, None), options, actor)
+            self._verify(
+                record,
+                the_target,
+                locate_files(record, None),
+                self._verify_plan(record, the_target, options, None, None, sign_key),
+                actor,
+            )
             for record in self.stale(target)
         ]
         return VerifyStaleOutput(target=target, runs=runs)
@@ -646,16 +891,11 @@ class Registry:
         unless it is deployable there now — decided inside the transaction that moves the
         pointer, with the target's current runtime fingerprint."""
         record = self.store.get(ref)
-        the_target = self.target(target)
-        fingerprint = runtime_fingerprint(the_target, _runtime_of(record))
+        self.target(target)
+        judge = _Judge(self)
         with self.store.locked(record.model_id) as tx:
-            verdict = rules.judge(
-                record.id,
-                target,
-                record.hold_reasons,
-                tx.state(record.id),
-                tx.latest_run(record.id, target),
-                fingerprint,
+            verdict = judge.verdict(
+                record, target, tx.state(record.id), tx.latest_runs(record.id, target)
             )
             if not verdict.deployable:
                 raise NotDeployable(record.id, target, verdict.reasons)
@@ -680,12 +920,7 @@ class Registry:
             warning=warning,
         )
 
-    def _plan(
-        self,
-        view: Locked | _Reads,
-        target: Target,
-        fingerprints: Callable[[Target, str], Fingerprint],
-    ) -> _Plan:
+    def _plan(self, view: Locked | _Reads, target: Target, judge: _Judge) -> _Plan:
         history = view.promotions(target.name)
         steps = [p.step() for p in history]
         candidates = rules.rollback_candidates(steps)
@@ -693,10 +928,8 @@ class Registry:
         current = records[history[-1].record_id] if history else None
 
         def verdict_of(record: Record) -> Deployability:
-            run = view.latest_run(record.id, target.name)
-            return self._judge(
-                record, target, target.name, view.state(record.id), run, fingerprints
-            )
+            runs = view.latest_runs(record.id, target.name)
+            return judge.verdict(record, target.name, view.state(record.id), runs)
 
         current_verdict = verdict_of(current) if current else None
         rejected: list[tuple[str, str, str | None]] = []
@@ -800,7 +1033,7 @@ class Registry:
         none and production was not put there by a rollback."""
         self._require_model(model_id)
         the_target = self.target(target)
-        plan = self._plan(_Reads(self.store, model_id), the_target, self._fingerprints())
+        plan = self._plan(_Reads(self.store, model_id), the_target, _Judge(self))
         last = plan.history[-1] if plan.history else None
         if plan.candidate is None:
             if last is not None and last.action == "rollback":
@@ -828,10 +1061,10 @@ class Registry:
             raise InvalidInput("a rollback needs a reason", "give --why '...'")
         self._require_model(model_id)
         the_target = self.target(target)
-        fingerprints = self._fingerprints()
+        judge = _Judge(self)
         actor = actor or config.actor()
         with self.store.locked(model_id) as tx:
-            plan = self._plan(tx, the_target, fingerprints)
+            plan = self._plan(tx, the_target, judge)
             last = plan.history[-1] if plan.history else None
             if last is not None and last.action == "rollback":
                 message = _already_rolled_back(model_id, target, last)
@@ -937,15 +1170,14 @@ class Registry:
         its files, and whether it is deployable there now (stale / held / failing)."""
         if model_id is not None:
             self._require_model(model_id)
-        targets = self.all_targets()
-        if target is not None and target not in targets:
-            raise TargetNotFound(target, sorted(targets))
+        judge = _Judge(self)
+        if target is not None and target not in judge.targets:
+            raise TargetNotFound(target, sorted(judge.targets))
         productions = self.store.productions(model_id, target)
         records = self.store.records_by_id(p.record_id for p in productions)
         ids = sorted(records)
         files = self.store.files(ids)
         states = self.store.states(ids)
-        fingerprints = self._fingerprints()
         by_target: dict[str, list[str]] = {}
         for p in productions:
             by_target.setdefault(p.target, []).append(p.record_id)
@@ -954,13 +1186,12 @@ class Registry:
         for p in productions:
             record = records[p.record_id]
             state = states.get(record.id, rules.ACTIVE)
-            verdict = self._judge(
+            verdict = judge.verdict(
                 record,
-                targets.get(p.target),
                 p.target,
                 state,
                 runs[p.target][record.id],
-                fingerprints,
+                {f.path: f.sha256 for f in files[record.id]},
             )
             entries.append(
                 StatusEntry(
@@ -1121,6 +1352,130 @@ class Registry:
             held = report.hold_reason
         return _card_output(path, report, record.id if record else None, held)
 
+    # -- signed evidence and suites ------------------------------------------------------
+
+    def attest(self, ref: str, target: str) -> AttestOutput:
+        """The latest signed run of the record on ``target``: its DSSE envelope and in-toto
+        statement, whether the signature verifies with a key the target trusts, whether it
+        vouches for the stored run, and whether the stored evidence still hashes to the
+        digests it signs."""
+        from modelreg.signing import SignatureInvalid, evidence_sha256, verify_run_envelope
+
+        record = self.store.get(ref)
+        the_target = self.target(target)
+        runs = self.store.latest_runs([record.id], target)[record.id]
+        signed = [r for r in runs if r.envelope is not None]
+        if not signed:
+            raise InvalidInput(
+                f"record {record.id} has no signed run on {target}",
+                f"sign one with: modelreg verify {record.id} --target {target} --sign-key KEY",
+            )
+        run = signed[0]
+        envelope = dict(run.envelope or {})
+        trust = _Judge(self).trust(the_target)
+        statement: dict[str, Any] = {}
+        signer = None
+        problem = None
+        try:
+            payload = json.loads(base64.b64decode(str(envelope.get("payload", ""))))
+            statement = payload if isinstance(payload, dict) else {}
+        except (ValueError, TypeError):
+            problem = "the envelope's payload is not a JSON statement"
+        if trust.problem is not None:
+            problem = trust.problem
+        elif trust.verifier_keys is None:
+            problem = f"target {target} trusts no verifier keys: the signature was not checked"
+        else:
+            try:
+                statement, signer = verify_run_envelope(envelope, dict(trust.verifier_keys))
+                problem = signed_run_problem_for(record, target, run, statement)
+            except SignatureInvalid as exc:
+                problem = exc.message
+        stored = [v for v in self.store.verifications(record.id, target) if v.run_id == run.run_id]
+        signed_checks = (statement.get("predicate") or {}).get("checks") or []
+        evidence_matches = [evidence_sha256(v.result.evidence) for v in stored] == [
+            c.get("evidence_sha256") for c in signed_checks if isinstance(c, dict)
+        ]
+        return AttestOutput(
+            record_id=record.id,
+            target=target,
+            run_id=run.run_id,
+            signed_by=signer,
+            verified=signer is not None and problem is None,
+            problem=problem,
+            evidence_matches=evidence_matches,
+            statement=statement,
+            envelope=envelope,
+        )
+
+    def attach_suite(
+        self, model_id: str, suite_ref: str | Path, *, actor: str | None = None
+    ) -> SuiteOutput:
+        """Attach a golden suite to a model: every verify of its records runs it, and runs
+        under any other suite stop counting ("stale: suite changed")."""
+        self._require_model(model_id)
+        suite = load_suite_ref(suite_ref)
+        with self.store.locked(model_id) as tx:
+            tx.attach_suite(suite.model_dump_json(), suite.digest(), actor or config.actor())
+        return _suite_output(model_id, "attach", suite, f"{model_id} now runs suite {suite.name}")
+
+    def detach_suite(self, model_id: str, *, actor: str | None = None) -> SuiteOutput:
+        """Detach the model's suite (its target's suite, or the golden prompts, apply again)."""
+        self._require_model(model_id)
+        with self.store.locked(model_id) as tx:
+            detached = tx.detach_suite(actor or config.actor())
+        message = (
+            f"{model_id} has no suite of its own now"
+            if detached
+            else f"{model_id} had no suite attached; nothing changed"
+        )
+        return _suite_output(model_id, "detach", None, message)
+
+    def suite_add_case(
+        self, suite_path: Path, run_id: str, *, case_id: str | None = None
+    ) -> SuiteCaseOutput:
+        """Turn failing outputs of a stored run into regression cases appended to a suite
+        file (``modelreg suite add-case SUITE --from-run RUN``)."""
+        from modelreg.schemas.suite import SuiteResult
+        from modelreg.suites import append_case, load_suite, regression_case
+
+        load_suite(suite_path)  # refuse a malformed suite before reading the run
+        found = self.store.run(run_id.strip())
+        if found is None:
+            raise InvalidInput(
+                f"run {run_id!r} not found", "run ids are in: modelreg show RECORD --json"
+            )
+        results = [
+            v
+            for v in self.store.verifications(found.record_id, found.target)
+            if v.run_id == found.run_id and "suite_result" in v.result.evidence
+        ]
+        if not results:
+            raise InvalidInput(f"run {run_id} ran no suite (no generation check)")
+        result = SuiteResult.model_validate(results[0].result.evidence["suite_result"])
+        cases = [c for c in result.cases if (c.case_id == case_id if case_id else not c.passed)]
+        if not cases:
+            raise InvalidInput(
+                f"run {run_id} has no {'case ' + repr(case_id) if case_id else 'failing case'}",
+                "name a case with --case ID",
+            )
+        origin = f"run {found.run_id} of {found.record_id} on {found.target}"
+        suite = None
+        added = []
+        for case in cases:
+            new_case = regression_case(case, origin=origin)
+            suite = append_case(suite_path, new_case)
+            added.append(new_case.id)
+        assert suite is not None
+        return SuiteCaseOutput(
+            suite=str(suite_path),
+            run_id=found.run_id,
+            added=added,
+            sha256=suite.digest(),
+            message=f"added {len(added)} regression case(s) to {suite_path}; its digest is "
+            "new, so earlier runs under it stop counting",
+        )
+
     # -- transfer ------------------------------------------------------------------------
 
     def export(self, output: Path | None = None, stream: Any = None) -> ExportOutput:
@@ -1197,6 +1552,35 @@ def _write_private(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def signed_run_problem_for(
+    record: Record, target: str, run: StoredRun, statement: dict[str, Any]
+) -> str | None:
+    from modelreg.signing import run_statement_problem
+
+    digests = {f.path: f.sha256 or "" for f in record.manifest.files}
+    return run_statement_problem(statement, record.id, target, run, digests)
+
+
+def _suite_output(
+    model_id: str | None, action: str, suite: Suite | None, message: str
+) -> SuiteOutput:
+    return SuiteOutput(
+        model_id=model_id,
+        action="attach" if action == "attach" else "detach" if action == "detach" else "check",
+        name=suite.name if suite else None,
+        sha256=suite.digest() if suite else None,
+        cases=len(suite.cases) if suite else 0,
+        subsets=sorted({c.subset for c in suite.cases}) if suite else [],
+        message=message,
+    )
+
+
+def check_suite(path: Path) -> SuiteOutput:
+    """Validate a suite file (no database): its name, digest, cases and subsets."""
+    suite = load_suite_ref(path)
+    return _suite_output(None, "check", suite, f"{path}: {len(suite.cases)} cases, valid")
 
 
 def _card_output(

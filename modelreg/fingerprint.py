@@ -1,14 +1,23 @@
-"""Runtime fingerprints: what a verification's evidence was produced with.
+"""Fingerprints: everything a verification's evidence was produced under.
 
-Evidence expires with its runtime: a record verified under one llama.cpp build is not known to
-work under the next. The fingerprint is cheap to compute (package metadata and a digest of the
-compiled libraries, no runtime import), so ``show`` and ``list`` can tell stale evidence.
+Evidence expires with what produced it: a record verified under one llama.cpp build, one set of
+shared libraries, one definition of the target or one golden suite is not known to work under
+the next. A fingerprint is a flat ``{name: value}`` map, stored with every run and recomputed
+whenever deployability is decided; any difference makes the evidence stale, with a reason
+that names what changed ("libggml-cpu.so changed", "target 'prod' changed: memory_gib 64 →
+0.05", "suite changed").
 
 - On the host that is the target: the runtime's package versions, a digest of the compiled
-  llama.cpp libraries (a rebuild with other CPU flags changes it), and the host's CPU flags.
-- Elsewhere: the target's declared CPU flags.
-- Always: the ``runtime:`` entries a target declares in targets.yaml (e.g. the llama.cpp build
-  or Neuron SDK its fleet runs), since a remote host's runtime cannot be probed from here.
+  llama.cpp libraries, the host's CPU flags, and the digest of every shared object the runtime
+  child mapped (``lib <path>``, read from the child after the model loaded).
+- Elsewhere: the target's declared CPU flags (a remote host's libraries cannot be hashed
+  from here; the evidence still names them, for audit).
+- Always: the target's effective definition (``target <field>``: kind, memory, CPU flags,
+  hosts, golden prompts, trusted keys, Neuron cores, swap, …), the ``runtime:`` entries it
+  declares, and the golden suite in force (``suite``).
+
+Library digests are cached by (path, device, inode, size, mtime, ctime), in memory and in
+``$MODELREG_HOME/library-digests.json``: a library that changes in any way gets a new entry.
 """
 
 from __future__ import annotations
@@ -16,6 +25,9 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
+import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +49,9 @@ _PACKAGES = {
     ),
 }
 _LLAMA_LIBS = ("libllama.so", "libggml-cpu.so", "libggml-base.so", "libggml.so")
+LIB_PREFIX = "lib "
+TARGET_PREFIX = "target "
+GiB = 1 << 30
 
 
 def _version(package: str) -> str:
@@ -60,15 +75,131 @@ def llama_build_digest() -> str:
         return "not installed"
     lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
     found = [lib / name for name in _LLAMA_LIBS if (lib / name).is_file()]
-    return _digest([p.read_bytes() for p in found]) if found else "not found"
+    return "sha256:" + "".join(library_digest(p) for p in found)[:16] if found else "not found"
 
 
 def flags_digest(flags: frozenset[str]) -> str:
     return _digest([" ".join(sorted(flags)).encode()])
 
 
-def runtime_fingerprint(target: Target, runtime: str) -> Fingerprint:
-    """The fingerprint evidence for ``runtime`` on ``target`` would carry if produced now."""
+# -- shared-library digests, cached by file identity ---------------------------------------
+
+_memo: dict[str, str] = {}
+_persistent: dict[str, str] | None = None
+
+
+def _cache_path() -> Path:
+    from modelreg import config
+
+    return config.home() / "library-digests.json"
+
+
+def _load_persistent() -> dict[str, str]:
+    global _persistent
+    if _persistent is None:
+        try:
+            data = json.loads(_cache_path().read_text(encoding="utf-8"))
+            _persistent = (
+                {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+            )
+        except (OSError, ValueError):
+            _persistent = {}
+    return _persistent
+
+
+def _save_persistent(cache: dict[str, str]) -> None:
+    path = _cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(cache, fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written is only slower
+
+
+def library_digest(path: Path | str) -> str:
+    """sha256 (16 hex) of a shared object, or "missing"; cached by its identity."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "missing"
+    key = f"{path}|{st.st_dev}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+    if key in _memo:
+        return _memo[key]
+    persistent = _load_persistent()
+    digest = persistent.get(key)
+    if digest is None:
+        h = hashlib.sha256()
+        try:
+            with open(path, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+        except OSError:
+            return "unreadable"
+        digest = h.hexdigest()[:16]
+        persistent[key] = digest
+        _save_persistent(persistent)
+    _memo[key] = digest
+    return digest
+
+
+def libraries_of(fingerprint: Fingerprint) -> tuple[str, ...]:
+    """The shared objects a stored fingerprint names (what its runtime child mapped)."""
+    return tuple(
+        sorted(k.removeprefix(LIB_PREFIX) for k in fingerprint if k.startswith(LIB_PREFIX))
+    )
+
+
+# -- the target's definition ---------------------------------------------------------------
+
+
+def _keys_digest(paths: Iterable[str]) -> str:
+    parts = []
+    for path in paths:
+        try:
+            parts.append(Path(path).read_bytes())
+        except OSError:
+            parts.append(f"unreadable:{path}".encode())
+    return _digest(parts) if parts else "none"
+
+
+def target_definition(target: Target) -> Fingerprint:
+    """The target's effective definition, field by field: evidence gathered under another
+    definition (other memory, CPU flags, prompts, hosts, trusted keys…) is stale."""
+    definition = {
+        "kind": target.kind,
+        "memory_gib": f"{target.memory_bytes / GiB:g}" if target.memory_bytes else "unknown",
+        "cpu_flags": flags_digest(target.cpu_flags) if target.cpu_flags is not None else "none",
+        "hosts": ",".join(target.hosts) or "none",
+        "golden_prompts": _digest(
+            [json.dumps([p.model_dump() for p in target.golden_prompts], sort_keys=True).encode()]
+        )
+        if target.golden_prompts
+        else "none",
+        "neuron_cores": str(target.neuron_cores),
+        "swap_gib": f"{target.swap_bytes / GiB:g}" if target.swap_bytes else "0",
+        "trust_artifact_keys": _keys_digest(target.trust_artifact_keys),
+        "trust_verifier_keys": _keys_digest(target.trust_verifier_keys),
+        "suite": target.suite or "none",
+    }
+    return {f"{TARGET_PREFIX}{k}": v for k, v in definition.items()}
+
+
+def runtime_fingerprint(
+    target: Target,
+    runtime: str,
+    *,
+    libraries: Iterable[str] = (),
+    suite: str | None = None,
+) -> Fingerprint:
+    """The fingerprint evidence for ``runtime`` on ``target`` would carry if produced now.
+
+    ``libraries``: the shared objects the runtime child mapped (hashed only when this host is
+    the target). ``suite``: "name sha256:…" of the golden suite in force, if one is attached.
+    """
     fingerprint: Fingerprint = {}
     if target.is_local:
         for package in _PACKAGES.get(runtime, ()):
@@ -77,19 +208,56 @@ def runtime_fingerprint(target: Target, runtime: str) -> Fingerprint:
             fingerprint["llama.cpp build"] = llama_build_digest()
         if target.kind == "cpu":
             fingerprint["cpu flags"] = flags_digest(host.cpu_flags())
+        for library in sorted(set(libraries)):
+            fingerprint[f"{LIB_PREFIX}{library}"] = library_digest(library)
     elif target.cpu_flags is not None:
         fingerprint["cpu flags"] = flags_digest(target.cpu_flags)
     fingerprint |= {f"declared {k}": v for k, v in target.runtime.items()}
+    fingerprint |= target_definition(target)
+    fingerprint["suite"] = suite or "none"
     return fingerprint
 
 
-def describe_change(old: Fingerprint, new: Fingerprint) -> str:
-    """``llama-cpp-python 0.3.36 → 0.3.37, declared llama.cpp b6000 → b6001``."""
+def describe_change(old: Fingerprint, new: Fingerprint, target: str | None = None) -> str:
+    """What changed between two fingerprints, in words: ``runtime changed (llama-cpp-python
+    0.3.36 → 0.3.37)``, ``target 'prod' changed: memory_gib 64 → 0.05``, ``suite changed``."""
     if not old:
-        return "evidence predates runtime fingerprints"
-    changes = [
-        f"{key} {old.get(key, 'none')} → {new.get(key, 'none')}"
-        for key in sorted(old.keys() | new.keys())
-        if old.get(key) != new.get(key)
-    ]
-    return ", ".join(changes)
+        return "runtime changed (evidence predates runtime fingerprints)"
+    keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    runtime = [k for k in keys if not k.startswith(TARGET_PREFIX) and k != "suite"]
+    target_keys = [k for k in keys if k.startswith(TARGET_PREFIX)]
+    parts = []
+    if runtime:
+        changes = []
+        for key in runtime:
+            if key.startswith(LIB_PREFIX):
+                name = Path(key.removeprefix(LIB_PREFIX)).name
+                if key not in new:
+                    changes.append(f"{name} no longer mapped")
+                elif key not in old:
+                    changes.append(f"{name} newly mapped")
+                else:
+                    changes.append(f"{name} changed")
+            else:
+                changes.append(f"{key} {old.get(key, 'none')} → {new.get(key, 'none')}")
+        parts.append(f"runtime changed ({', '.join(changes)})")
+    if target_keys:
+        name = f"target {target!r}" if target else "target"
+        if not any(k.startswith(TARGET_PREFIX) for k in old):
+            parts.append(f"{name} definition not recorded with this evidence (it predates it)")
+        else:
+            fields = ", ".join(
+                f"{k.removeprefix(TARGET_PREFIX)} {old.get(k, 'none')} → {new.get(k, 'none')}"
+                for k in target_keys
+            )
+            parts.append(f"{name} changed: {fields}")
+    if "suite" in keys:
+
+        def suite(value: str | None) -> str:
+            return "the golden prompts" if value in (None, "none") else str(value)
+
+        parts.append(
+            f"suite changed: the run used {suite(old.get('suite'))}, the suite in force is "
+            f"{suite(new.get('suite'))}"
+        )
+    return "; ".join(parts)

@@ -8,7 +8,7 @@ render these structures and never parse message text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -31,11 +31,14 @@ class ReasonCode(StrEnum):
     NEVER_VERIFIED = "never_verified"
     CHECK_FAILED = "check_failed"
     CHECK_UNAVAILABLE = "check_unavailable"  # a required check could not run: never a pass
-    STALE_RUNTIME = "stale_runtime"
+    STALE_RUNTIME = "stale_runtime"  # the runtime (packages, libraries, declared build) changed
+    STALE_TARGET = "stale_target"  # the target's definition changed
+    STALE_SUITE = "stale_suite"  # the golden suite in force changed
+    UNTRUSTED_EVIDENCE = "untrusted_evidence"  # no run signed by a key the target trusts
 
 
 # Reasons that mean "the evidence is out of date", as opposed to "the record is bad".
-STALE_CODES = frozenset({ReasonCode.STALE_RUNTIME})
+STALE_CODES = frozenset({ReasonCode.STALE_RUNTIME, ReasonCode.STALE_TARGET, ReasonCode.STALE_SUITE})
 # Reasons that come from the record's state or facts, whatever the evidence says.
 HOLD_CODES = frozenset({ReasonCode.FACT_UNKNOWN, ReasonCode.HELD, ReasonCode.RETIRED})
 
@@ -75,6 +78,38 @@ class CheckVerdict:
     finished_at: datetime
     run_id: str
     fingerprint: Fingerprint
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One stored verify run, as the rules need it: its checks, where it came from, and its
+    signed statement when it has one."""
+
+    run_id: str
+    checks: tuple[CheckVerdict, ...]
+    origin: str = "local"  # local, imported, uploaded
+    envelope: dict[str, object] | None = None
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        return self.checks[0].fingerprint if self.checks else {}
+
+    @property
+    def finished_at(self) -> datetime | None:
+        return max((c.finished_at for c in self.checks), default=None)
+
+
+@dataclass(frozen=True)
+class TrustPolicy:
+    """Which runs a target counts. ``verifier_keys`` None: runs this registry's verify
+    produced (local); a mapping (key id -> public key): only runs signed by one of them.
+    ``problem``: the target names keys that could not be read — nothing counts."""
+
+    verifier_keys: dict[str, object] | None = None
+    problem: str | None = None
+
+
+TRUST_LOCAL = TrustPolicy()
 
 
 @dataclass(frozen=True)
@@ -136,18 +171,108 @@ def run_verdict(checks: Iterable[tuple[str, bool, str, str | None]]) -> RunVerdi
     return RunVerdict(not blocking, blocking)
 
 
+def counting_run(
+    record_id: str,
+    target: str,
+    candidates: Sequence[StoredRun],
+    trust: TrustPolicy,
+    file_digests: dict[str, str] | None,
+) -> tuple[StoredRun | None, list[Reason]]:
+    """The run that decides deployability, or the reasons none can.
+
+    Without verifier keys, the newest local run counts; runs imported from a file or uploaded
+    never count (they are kept as history). With verifier keys, only the newest signed run
+    counts, and only when its signature verifies with a trusted key and its statement covers
+    exactly this record's files, this target, and the checks and fingerprint stored for it.
+    """
+    if trust.problem is not None:
+        return None, [
+            Reason(
+                ReasonCode.UNTRUSTED_EVIDENCE,
+                f"cannot check signed evidence: {trust.problem}",
+                "make the target's verifier_keys readable here",
+            )
+        ]
+    ordered = sorted(
+        candidates, key=lambda r: r.finished_at or datetime.min.replace(tzinfo=None), reverse=True
+    )
+    if trust.verifier_keys is None:
+        local = [r for r in ordered if r.origin == "local"]
+        if local:
+            return local[0], []
+        if ordered:
+            return None, [
+                Reason(
+                    ReasonCode.UNTRUSTED_EVIDENCE,
+                    f"only {ordered[0].origin} runs on {target}, which do not count without a "
+                    "signature by a key the target trusts",
+                    f"modelreg verify {record_id} --target {target}",
+                )
+            ]
+        return None, []
+    signed = [r for r in ordered if r.envelope is not None]
+    if not signed:
+        return None, [
+            Reason(
+                ReasonCode.UNTRUSTED_EVIDENCE,
+                f"no run on {target} is signed by a key {target} trusts",
+                f"modelreg verify {record_id} --target {target} --sign-key KEY.pem",
+            )
+        ]
+    problem = signed_run_problem(signed[0], record_id, target, trust, file_digests)
+    if problem is not None:
+        return None, [
+            Reason(
+                ReasonCode.UNTRUSTED_EVIDENCE,
+                f"the latest signed run on {target} does not count: {problem}",
+                f"modelreg verify {record_id} --target {target} --sign-key KEY.pem",
+            )
+        ]
+    return signed[0], []
+
+
+def signed_run_problem(
+    run: StoredRun,
+    record_id: str,
+    target: str,
+    trust: TrustPolicy,
+    file_digests: dict[str, str] | None,
+) -> str | None:
+    """Why a signed run's statement cannot be trusted as this run's evidence (None: it can)."""
+    from modelreg.signing import SignatureInvalid, run_statement_problem, verify_envelope
+
+    assert trust.verifier_keys is not None and run.envelope is not None
+    try:
+        statement, _signer = verify_envelope(dict(run.envelope), dict(trust.verifier_keys))
+    except SignatureInvalid as exc:
+        return exc.message
+    return run_statement_problem(statement, record_id, target, run, file_digests)
+
+
+def _stale_code(change_keys: Iterable[str]) -> ReasonCode:
+    keys = list(change_keys)
+    if keys and all(k == "suite" for k in keys):
+        return ReasonCode.STALE_SUITE
+    if keys and all(k.startswith("target ") or k == "suite" for k in keys):
+        return ReasonCode.STALE_TARGET
+    return ReasonCode.STALE_RUNTIME
+
+
 def judge(
     record_id: str,
     target: str,
     hold_reasons: Sequence[str],
     state: RecordState,
-    run: Sequence[CheckVerdict],
-    fingerprint: Fingerprint | None,
+    runs: Sequence[StoredRun] | Sequence[CheckVerdict],
+    fingerprint: Fingerprint | Callable[[StoredRun], Fingerprint] | None,
+    trust: TrustPolicy = TRUST_LOCAL,
+    file_digests: dict[str, str] | None = None,
 ) -> Deployability:
     """Deployable on ``target`` iff the record is active, its manifest knows every fact that
-    matters, and its latest run there passed every required check with evidence produced by
-    the target's current runtime (``fingerprint``; None skips that comparison — only for
-    callers that have no target definition, never for a gate)."""
+    matters, and the run that counts there (``counting_run``) passed every required check
+    with evidence produced under the target's current fingerprint — runtime, libraries,
+    target definition, suite (``fingerprint``; None skips that comparison — only for callers
+    that have no target definition, never for a gate)."""
     reasons = [
         Reason(ReasonCode.FACT_UNKNOWN, f"on hold: {r}", "re-add the artifact with the fact given")
         for r in hold_reasons
@@ -158,16 +283,21 @@ def judge(
         )
     elif state.state is RecordStateKind.RETIRED:
         reasons.append(Reason(ReasonCode.RETIRED, f"retired: {state.reason}"))
-    if not run:
-        reasons.append(
-            Reason(
-                ReasonCode.NEVER_VERIFIED,
-                f"never verified on {target}",
-                f"modelreg verify {record_id} --target {target}",
+    stored = _as_runs(runs)
+    run, trust_reasons = counting_run(record_id, target, stored, trust, file_digests)
+    reasons += trust_reasons
+    if run is None or not run.checks:
+        if not trust_reasons:
+            reasons.append(
+                Reason(
+                    ReasonCode.NEVER_VERIFIED,
+                    f"never verified on {target}",
+                    f"modelreg verify {record_id} --target {target}",
+                )
             )
-        )
         return Deployability(record_id, target, False, tuple(reasons))
-    verdict = run_verdict((v.check, v.required, v.outcome, v.classification) for v in run)
+    checks = run.checks
+    verdict = run_verdict((v.check, v.required, v.outcome, v.classification) for v in checks)
     for check in verdict.blocking:
         code = (
             ReasonCode.CHECK_UNAVAILABLE
@@ -175,11 +305,17 @@ def judge(
             else ReasonCode.CHECK_FAILED
         )
         reasons.append(Reason(code, check.describe(), f"modelreg show {record_id}"))
-    if verdict.passed and fingerprint is not None and run[0].fingerprint != fingerprint:
+    current = fingerprint(run) if callable(fingerprint) else fingerprint
+    if verdict.passed and current is not None and run.fingerprint != current:
+        changed = sorted(
+            k
+            for k in run.fingerprint.keys() | current.keys()
+            if run.fingerprint.get(k) != current.get(k)
+        )
         reasons.append(
             Reason(
-                ReasonCode.STALE_RUNTIME,
-                f"stale: runtime changed ({describe_change(run[0].fingerprint, fingerprint)})",
+                _stale_code(changed),
+                f"stale: {describe_change(run.fingerprint, current, target)}",
                 f"modelreg verify {record_id} --target {target}",
             )
         )
@@ -188,9 +324,19 @@ def judge(
         target,
         not reasons,
         tuple(reasons),
-        run[0].run_id,
-        max(v.finished_at for v in run),
+        run.run_id,
+        run.finished_at,
     )
+
+
+def _as_runs(runs: Sequence[StoredRun] | Sequence[CheckVerdict]) -> list[StoredRun]:
+    """Callers with only the check verdicts of one local run (tests, old callers)."""
+    if not runs:
+        return []
+    if isinstance(runs[0], StoredRun):
+        return [r for r in runs if isinstance(r, StoredRun)]
+    checks = tuple(r for r in runs if isinstance(r, CheckVerdict))
+    return [StoredRun(checks[0].run_id, checks)]
 
 
 def target_undefined(record_id: str, target: str) -> Deployability:

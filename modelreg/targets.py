@@ -68,6 +68,14 @@ class Target:
     # Swap its hosts have, as declared (None: undeclared, counted as none in memory checks).
     swap_bytes: int | None = None
     verify_timeout_seconds: float = DEFAULT_VERIFY_TIMEOUT_SECONDS["cpu"]
+    # Trust policy: public keys (PEM files) whose model-signing signature over an artifact's
+    # files it requires, and whose signature over a verify run it requires for the run to
+    # count. Empty: no signature required.
+    trust_artifact_keys: tuple[str, ...] = ()
+    trust_verifier_keys: tuple[str, ...] = ()
+    # The golden suite every verify on this target runs: a suite file, or a built-in name
+    # ("default-chat"). None: the record's golden prompts, else the Paris check.
+    suite: str | None = None
 
     @property
     def hbm_bytes(self) -> int:
@@ -114,6 +122,13 @@ def _builtin() -> dict[str, Target]:
     return targets
 
 
+class _TrustSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    artifact_keys: list[str] = Field(default_factory=list)
+    verifier_keys: list[str] = Field(default_factory=list)
+
+
 class _TargetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -127,6 +142,16 @@ class _TargetSpec(BaseModel):
     runtime: dict[str, str | int | float] = Field(default_factory=dict)
     swap_gib: float | None = Field(default=None, ge=0)
     verify_timeout_seconds: float | None = Field(default=None, gt=0, le=86400)
+    trust: _TrustSpec = Field(default_factory=_TrustSpec)
+    suite: str | None = Field(default=None, min_length=1)
+
+
+BUILTIN_SUITES = ("default-chat",)
+
+
+def _relative_to(base: Path, value: str) -> str:
+    """A path given in a targets file, resolved against the file's directory."""
+    return str((base / Path(value).expanduser()).resolve())
 
 
 class _TargetsFile(BaseModel):
@@ -168,6 +193,15 @@ def _user_targets(path: Path) -> dict[str, Target]:
             swap_bytes=int(spec.swap_gib * GiB) if spec.swap_gib is not None else None,
             verify_timeout_seconds=spec.verify_timeout_seconds
             or DEFAULT_VERIFY_TIMEOUT_SECONDS[spec.kind],
+            trust_artifact_keys=tuple(
+                _relative_to(path.parent, k) for k in spec.trust.artifact_keys
+            ),
+            trust_verifier_keys=tuple(
+                _relative_to(path.parent, k) for k in spec.trust.verifier_keys
+            ),
+            suite=spec.suite
+            if spec.suite is None or spec.suite in BUILTIN_SUITES
+            else _relative_to(path.parent, spec.suite),
         )
     return targets
 

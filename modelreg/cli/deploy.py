@@ -4,6 +4,7 @@ retire."""
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -59,6 +60,34 @@ def targets(ctx: typer.Context, json_out: JsonOption = False) -> int:
 def _verify_text(report: VerifyOutput) -> None:
     rows = [(c.check, c.outcome.value, c.classification or "", c.summary) for c in report.checks]
     print(table(rows, ["check", "outcome", "class", "summary"]))
+    for check in report.checks:
+        # The check's summary has the suite's pass rate per subset; here: what failed, and
+        # what the runtime used.
+        suite = check.evidence.get("suite_result")
+        for case in suite.get("cases", []) if isinstance(suite, dict) else []:
+            if case.get("classification") != "pass":
+                out(
+                    f"  failed {case.get('case_id')} [{case.get('classification')}]: "
+                    f"{case.get('prompt')!r} -> {case.get('output')!r}"
+                )
+        resources = check.evidence.get("resources")
+        if isinstance(resources, dict):
+            figures = []
+            if resources.get("peak_rss_bytes"):
+                figures.append(f"peak RSS {resources['peak_rss_bytes'] / 2**30:.2f} GiB")
+            for key, label, unit in (
+                ("load_ms", "load", " ms"),
+                ("ttft_ms_max", "first token (max)", " ms"),
+                ("prompt_tokens_per_s", "prompt", " tok/s"),
+                ("decode_tokens_per_s", "decode", " tok/s"),
+                ("context_used_tokens", "context used", " tokens"),
+            ):
+                if resources.get(key) is not None:
+                    figures.append(f"{label} {resources[key]:g}{unit}")
+            if figures:
+                out(f"{check.check} resources: " + ", ".join(figures))
+    if report.signed_by:
+        out(f"signed by key {report.signed_by}")
     verdict = report.deployability
     if verdict.deployable:
         say(f"{report.record.record_id} is deployable on {report.target}")
@@ -107,6 +136,29 @@ def verify(
             help="Address-space limit for runtime children; going over fails the check as crashed.",
         ),
     ] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option(
+            "--suite",
+            help="A golden suite file (or 'default-chat') for this run only; a run counts only "
+            "under the suite in force (the model's, else the target's).",
+        ),
+    ] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            "--reference",
+            metavar="RECORD",
+            help="Measure agreement with this record (same tokenizer): top-1 and mean KL.",
+        ),
+    ] = None,
+    sign_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--sign-key",
+            help="EC private key (PEM) to sign the run with (default: $MODELREG_SIGNING_KEY).",
+        ),
+    ] = None,
     json_out: JsonOption = False,
 ) -> int:
     """Re-run the record's required checks on TARGET; exit 0 only if it is deployable there."""
@@ -126,7 +178,9 @@ def verify(
 
     options = VerifyOptions(timeout_seconds=timeout, context=context, memory_limit_bytes=limit)
     if stale:
-        reports = registry(ctx).verify_stale(target, options=options)
+        if suite is not None or reference is not None:
+            raise InvalidInput("--suite and --reference apply to one record, not --stale")
+        reports = registry(ctx).verify_stale(target, options=options, sign_key=sign_key)
         if json_out:
             emit(reports)
         elif not reports.runs:
@@ -144,7 +198,14 @@ def verify(
     warm = RuntimeChild(CHILD_ARGV, memory_limit_bytes=limit)
     try:
         report = registry(ctx).verify(
-            record_ref, target, path=path, options=options, warm_llama_child=warm
+            record_ref,
+            target,
+            path=path,
+            options=options,
+            suite=suite,
+            reference=reference,
+            sign_key=sign_key,
+            warm_llama_child=warm,
         )
     finally:
         warm.discard()
@@ -330,6 +391,38 @@ def history(ctx: typer.Context, model: ModelArg, json_out: JsonOption = False) -
     ]
     print(table(rows, ["when", "event", "record", "target", "who", "why", "detail"]))
     return 0
+
+
+@app.command()
+def attest(
+    ctx: typer.Context,
+    record_ref: RecordArg,
+    target: TargetOption,
+    json_out: JsonOption = False,
+) -> int:
+    """Print the signed statement of RECORD's latest signed run on TARGET, for an auditor:
+    exit 0 only if it verifies with a key TARGET trusts and vouches for the stored run."""
+    result = registry(ctx).attest(record_ref, target)
+    if json_out:
+        emit(result)
+    else:
+        import json
+
+        sys.stdout.write(json.dumps(result.statement, indent=2, sort_keys=True) + "\n")
+        say(
+            f"run {result.run_id}: "
+            + (
+                f"signature verified (key {result.signed_by})"
+                if result.verified
+                else f"NOT verified: {result.problem}"
+            )
+        )
+        say(
+            "stored evidence matches the signed digests"
+            if result.evidence_matches
+            else "stored evidence does NOT match the signed digests"
+        )
+    return 0 if result.verified and result.evidence_matches else 1
 
 
 def _state_change(result: StateChangeOutput, json_out: bool) -> int:

@@ -193,6 +193,9 @@ def inspect(
     effective: EffectiveOption = None,
     effective_source: EffectiveSourceOption = None,
     base_model: BaseModelOption = None,
+    total_params: TotalParamsOption = None,
+    active_params: ActiveParamsOption = None,
+    params_source: ParamsSourceOption = None,
     json_out: JsonOption = False,
 ) -> int:
     """Print the manifest that `add` would record (no database)."""
@@ -209,6 +212,9 @@ def inspect(
         effective,
         effective_source,
         base_model,
+        total_params,
+        active_params,
+        params_source,
     )
     built = inspect_artifact(paths, progress=HashProgress(), **options)
     if json_out:
@@ -238,6 +244,23 @@ def add(
     effective_source: EffectiveSourceOption = None,
     trust_cache: TrustCacheOption = False,
     base_model: BaseModelOption = None,
+    total_params: TotalParamsOption = None,
+    active_params: ActiveParamsOption = None,
+    params_source: ParamsSourceOption = None,
+    compile_peak_gib: CompilePeakOption = None,
+    compile_swap_gib: CompileSwapOption = None,
+    deploy_peak_gib: DeployPeakOption = None,
+    deploy_swap_gib: DeploySwapOption = None,
+    cold_start_seconds: ColdStartOption = None,
+    host_source: HostSourceOption = None,
+    signature: Annotated[
+        Path | None,
+        typer.Option(
+            "--signature",
+            help="A model-signing bundle over the artifact (model_signing sign key …); its "
+            "digests must be the artifact's.",
+        ),
+    ] = None,
     json_out: JsonOption = False,
 ) -> int:
     """Record an artifact: identity, license, parameters, quantization, file digests."""
@@ -251,8 +274,15 @@ def add(
         effective,
         effective_source,
         base_model,
+        total_params,
+        active_params,
+        params_source,
+        _host_run("compile", compile_peak_gib, compile_swap_gib, None, host_source),
+        _host_run("deploy", deploy_peak_gib, deploy_swap_gib, cold_start_seconds, host_source),
     )
-    result = registry(ctx).add(paths, trust_cache=trust_cache, progress=HashProgress(), **options)
+    result = registry(ctx).add(
+        paths, signature=signature, trust_cache=trust_cache, progress=HashProgress(), **options
+    )
     if json_out:
         emit(result)
         return 0

@@ -10,6 +10,7 @@ numbered in commit order.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,16 +28,26 @@ from sqlmodel import Session, col, func, select
 
 from modelreg.errors import AmbiguousRecord, InvalidInput, ModelNotFound, RecordNotFound
 from modelreg.registry.tables import (
+    ArtifactSignatureRow,
     EventRow,
     ModelRow,
+    ModelSuiteRow,
     PromotionRow,
     RecordFileRow,
     RecordRow,
     RecordStateRow,
+    RunRow,
     VerificationRow,
     utcnow,
 )
-from modelreg.rules import ACTIVE, CheckVerdict, PromotionStep, RecordState, RecordStateKind
+from modelreg.rules import (
+    ACTIVE,
+    CheckVerdict,
+    PromotionStep,
+    RecordState,
+    RecordStateKind,
+    StoredRun,
+)
 from modelreg.schemas.manifest import Manifest
 from modelreg.schemas.verification import CheckResult, Outcome
 
@@ -191,6 +202,10 @@ class Event:
         )
 
 
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
 def event_row(
     kind: str,
     actor: str,
@@ -223,17 +238,29 @@ def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
 
 def _latest_runs(
     session: Session, record_ids: Sequence[str], target: str
-) -> dict[str, list[CheckVerdict]]:
-    """record id -> the check verdicts of its latest run on ``target`` (empty: never run)."""
-    runs: dict[str, list[CheckVerdict]] = {i: [] for i in record_ids}
-    v = VerificationRow
+) -> dict[str, list[StoredRun]]:
+    """record id -> the runs on ``target`` that may decide its deployability: its newest local
+    run, its newest signed run and its newest run of any origin (the rules pick the one that
+    counts)."""
+    runs: dict[str, list[StoredRun]] = {i: [] for i in record_ids}
+    v, r = VerificationRow, RunRow
     for chunk in _chunks(list(record_ids)):
-        last = (
+        # The newest local run, the newest signed run, and the newest run of any origin
+        # (so that "only imported runs" can be said rather than "never verified").
+        newest = [
             select(func.max(v.id))
-            .where(v.target == target, col(v.record_id).in_(chunk))
+            .join(r, col(r.run_id) == col(v.run_id))
+            .where(v.target == target, col(v.record_id).in_(chunk), counted)
             .group_by(col(v.record_id))
+            for counted in (
+                col(r.origin) == "local",
+                col(r.envelope_json).is_not(None),
+                col(r.run_id).is_not(None),
+            )
+        ]
+        last_runs = select(v.run_id).where(
+            col(v.id).in_(newest[0]) | col(v.id).in_(newest[1]) | col(v.id).in_(newest[2])
         )
-        last_runs = select(v.run_id).where(col(v.id).in_(last))
         # Plain columns, not ORM rows with their evidence: the hot path of status and list.
         rows = session.execute(
             sa_select(
@@ -245,16 +272,31 @@ def _latest_runs(
                 col(v.finished_at),
                 col(v.run_id),
                 col(v.fingerprint_json),
+                col(r.origin),
+                col(r.envelope_json),
             )
+            .join(r, col(r.run_id) == col(v.run_id))
             .where(col(v.run_id).in_(last_runs))
             .order_by(col(v.id))
         ).all()
+        checks: dict[str, list[CheckVerdict]] = {}
+        meta: dict[str, tuple[str, str, str | None]] = {}
         fingerprints: dict[str, dict[str, str]] = {}
-        for record_id, check, required, outcome, cls, at, run_id, fp in rows:
+        for record_id, check, required, outcome, cls, at, run_id, fp, origin, envelope in rows:
             if run_id not in fingerprints:
                 fingerprints[run_id] = json.loads(fp or "{}")
-            runs[record_id].append(
+                meta[run_id] = (record_id, origin, envelope)
+            checks.setdefault(run_id, []).append(
                 CheckVerdict(check, required, outcome, cls, aware(at), run_id, fingerprints[run_id])
+            )
+        for run_id, (record_id, origin, envelope) in meta.items():
+            runs[record_id].append(
+                StoredRun(
+                    run_id,
+                    tuple(checks[run_id]),
+                    origin,
+                    json.loads(envelope) if envelope else None,
+                )
             )
     return runs
 
@@ -321,7 +363,7 @@ class Locked:
     def state(self, record_id: str) -> RecordState:
         return _states(self.session, [record_id]).get(record_id, ACTIVE)
 
-    def latest_run(self, record_id: str, target: str) -> list[CheckVerdict]:
+    def latest_runs(self, record_id: str, target: str) -> list[StoredRun]:
         return _latest_runs(self.session, [record_id], target)[record_id]
 
     def promotions(self, target: str) -> list[Promotion]:
@@ -392,9 +434,28 @@ class Locked:
         results: Sequence[CheckResult],
         host: str,
         fingerprint: dict[str, str],
+        *,
+        run_id: str | None = None,
+        origin: str = "local",
+        origin_detail: str | None = None,
+        envelope: dict[str, Any] | None = None,
+        signer_key_id: str | None = None,
     ) -> str:
-        run_id = uuid.uuid4().hex
+        """Store a run: its checks (with evidence and fingerprint) and where it came from."""
+        run_id = run_id or new_run_id()
         fingerprint_json = json.dumps(fingerprint, sort_keys=True)
+        self.session.add(
+            RunRow(
+                run_id=run_id,
+                record_id=record.id,
+                target=target,
+                origin=origin,
+                origin_detail=origin_detail,
+                envelope_json=json.dumps(envelope, sort_keys=True) if envelope else None,
+                signer_key_id=signer_key_id,
+                created_at=utcnow(),
+            )
+        )
         for r in results:
             self.session.add(
                 VerificationRow(
@@ -414,6 +475,31 @@ class Locked:
                 )
             )
         return run_id
+
+    def attach_suite(self, suite_json: str, suite_sha256: str, actor: str) -> None:
+        """Attach a golden suite to the model (replacing any), with its event."""
+        row = self.session.get(ModelSuiteRow, self.model_id)
+        if row is None:
+            row = ModelSuiteRow(
+                model_id=self.model_id,
+                suite_sha256=suite_sha256,
+                suite_json=suite_json,
+                attached_at=utcnow(),
+                actor=actor,
+            )
+        else:
+            row.suite_sha256, row.suite_json = suite_sha256, suite_json
+            row.attached_at, row.actor = utcnow(), actor
+        self.session.add(row)
+        self.event("suite-attach", actor, None, None, None, {"suite_sha256": suite_sha256})
+
+    def detach_suite(self, actor: str) -> bool:
+        row = self.session.get(ModelSuiteRow, self.model_id)
+        if row is None:
+            return False
+        self.session.delete(row)
+        self.event("suite-detach", actor, None, None, None, {"suite_sha256": row.suite_sha256})
+        return True
 
     def event(
         self,
@@ -654,9 +740,76 @@ class Store:
             ).all()
             return [Verification.from_row(r) for r in rows]
 
-    def latest_runs(self, record_ids: Sequence[str], target: str) -> dict[str, list[CheckVerdict]]:
+    def latest_runs(self, record_ids: Sequence[str], target: str) -> dict[str, list[StoredRun]]:
+        """record id -> the runs on ``target`` that may decide its deployability."""
         with self._session() as session:
             return _latest_runs(session, record_ids, target)
+
+    def run(self, run_id: str) -> RunRow | None:
+        with self._session() as session:
+            return session.get(RunRow, run_id)
+
+    def runs_of(self, record_id: str) -> dict[str, RunRow]:
+        """run id -> where the run came from and its signature, for one record."""
+        with self._session() as session:
+            rows = session.exec(select(RunRow).where(RunRow.record_id == record_id))
+            return {row.run_id: row for row in rows}
+
+    # -- artifact signatures and suites ---------------------------------------------------
+
+    def add_artifact_signature(
+        self, record: Record, bundle: dict[str, Any], key_hint: str | None, actor: str
+    ) -> bool:
+        """Keep a model-signing bundle with the record; False when it was already kept."""
+        text = json.dumps(bundle, sort_keys=True)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        with self._session() as session:
+            found = session.exec(
+                select(ArtifactSignatureRow.id).where(
+                    ArtifactSignatureRow.record_id == record.id,
+                    ArtifactSignatureRow.bundle_sha256 == digest,
+                )
+            ).first()
+            if found is not None:
+                return False
+            session.add(
+                ArtifactSignatureRow(
+                    record_id=record.id,
+                    bundle_sha256=digest,
+                    key_hint=key_hint,
+                    bundle_json=text,
+                    added_at=utcnow(),
+                    actor=actor,
+                )
+            )
+            session.add(
+                event_row(
+                    "sign",
+                    actor,
+                    model_id=record.model_id,
+                    record_id=record.id,
+                    detail={"bundle_sha256": digest, "key_hint": key_hint},
+                )
+            )
+            session.commit()
+        return True
+
+    def artifact_signatures(self, record_id: str) -> list[dict[str, Any]]:
+        with self._session() as session:
+            rows = session.exec(
+                select(ArtifactSignatureRow)
+                .where(ArtifactSignatureRow.record_id == record_id)
+                .order_by(col(ArtifactSignatureRow.id))
+            )
+            return [json.loads(row.bundle_json) for row in rows]
+
+    def model_suite(self, model_id: str) -> ModelSuiteRow | None:
+        with self._session() as session:
+            return session.get(ModelSuiteRow, model_id)
+
+    def model_suites(self) -> dict[str, ModelSuiteRow]:
+        with self._session() as session:
+            return {row.model_id: row for row in session.exec(select(ModelSuiteRow))}
 
     def verified_targets(self, record_id: str) -> list[str]:
         with self._session() as session:

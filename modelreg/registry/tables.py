@@ -136,3 +136,53 @@ class EventRow(SQLModel, table=True):
     target: str | None = Field(default=None, max_length=100)
     why: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     detail_json: str = Field(default="{}", sa_column=Column(Text, nullable=False))
+
+
+class RunRow(SQLModel, table=True):
+    """One verify run: where its evidence came from and, when signed, the DSSE envelope over
+    its in-toto statement. Its checks are the ``verifications`` rows with this ``run_id``."""
+
+    __tablename__ = "runs"
+
+    run_id: str = Field(primary_key=True, max_length=32)
+    record_id: str = Field(foreign_key="records.id", index=True, max_length=32)
+    target: str = Field(max_length=100)
+    # "local" (verify ran against this registry), "imported" (from an export file) or
+    # "uploaded" (through the team service). Only local runs, and runs signed by a key the
+    # target trusts, ever count.
+    origin: str = Field(default="local", max_length=16)
+    origin_detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    envelope_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    signer_key_id: str | None = Field(default=None, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+
+
+class ArtifactSignatureRow(SQLModel, table=True):
+    """A model-signing bundle over a record's files (checked against a target's trusted keys at
+    verify; its digests were checked against the record's when it was added)."""
+
+    __tablename__ = "artifact_signatures"
+    __table_args__ = (
+        Index("uq_artifact_signatures_record_bundle", "record_id", "bundle_sha256", unique=True),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    record_id: str = Field(foreign_key="records.id", index=True, max_length=32)
+    bundle_sha256: str = Field(max_length=64)
+    key_hint: str | None = Field(default=None, max_length=64)
+    bundle_json: str = Field(sa_column=Column(Text, nullable=False))
+    added_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    actor: str = Field(max_length=200)
+
+
+class ModelSuiteRow(SQLModel, table=True):
+    """The golden suite attached to a model: every verify of its records runs it, and a run
+    under another suite does not count."""
+
+    __tablename__ = "model_suites"
+
+    model_id: str = Field(foreign_key="models.model_id", primary_key=True, max_length=200)
+    suite_sha256: str = Field(max_length=64)
+    suite_json: str = Field(sa_column=Column(Text, nullable=False))
+    attached_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    actor: str = Field(max_length=200)

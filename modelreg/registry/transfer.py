@@ -31,12 +31,15 @@ from modelreg.errors import InvalidInput
 from modelreg.registry.db import SCHEMA_HEAD
 from modelreg.registry.store import Store, event_row
 from modelreg.registry.tables import (
+    ArtifactSignatureRow,
     EventRow,
     ModelRow,
+    ModelSuiteRow,
     PromotionRow,
     RecordFileRow,
     RecordRow,
     RecordStateRow,
+    RunRow,
     VerificationRow,
 )
 from modelreg.schemas.manifest import first_error, load_manifest, record_id_for
@@ -48,6 +51,24 @@ MAX_LINE_BYTES = 64 << 20
 # line type -> (table, fields exported as they are; ids are reassigned on import)
 _TABLES: dict[str, tuple[type[SQLModel], tuple[str, ...]]] = {
     "model": (ModelRow, ("model_id", "created_at")),
+    "run": (
+        RunRow,
+        (
+            "run_id",
+            "record_id",
+            "target",
+            "origin",
+            "origin_detail",
+            "envelope_json",
+            "signer_key_id",
+            "created_at",
+        ),
+    ),
+    "signature": (
+        ArtifactSignatureRow,
+        ("record_id", "bundle_sha256", "key_hint", "bundle_json", "added_at", "actor"),
+    ),
+    "suite": (ModelSuiteRow, ("model_id", "suite_sha256", "suite_json", "attached_at", "actor")),
     "verification": (
         VerificationRow,
         (
@@ -94,7 +115,18 @@ _TABLES: dict[str, tuple[type[SQLModel], tuple[str, ...]]] = {
         ),
     ),
 }
-_ORDER = ("model", "record", "verification", "promotion", "state", "event")
+_ORDER = (
+    "model",
+    "record",
+    "run",
+    "verification",
+    "signature",
+    "suite",
+    "promotion",
+    "state",
+    "event",
+)
+_TIME_FIELDS = ("created_at", "started_at", "finished_at", "at", "added_at", "attached_at")
 
 
 def _plain(value: Any) -> Any:
@@ -121,7 +153,12 @@ def export_rows(store: Store) -> Iterator[dict[str, Any]]:
                     }
                 continue
             table, fields = _TABLES[kind]
-            order = getattr(table, "id", None) or getattr(table, "record_id", None)
+            order = (
+                getattr(table, "id", None)
+                or getattr(table, "created_at", None)
+                or getattr(table, "record_id", None)
+                or getattr(table, "model_id", None)
+            )
             for table_row in session.exec(select(table).order_by(order)):
                 yield {"type": kind} | {f: _plain(getattr(table_row, f)) for f in fields}
 
@@ -279,12 +316,11 @@ def import_rows(
     source: str = "",
     actor: str = "import",
 ) -> dict[str, int]:
-    """Replay exported rows into ``store`` in one transaction; returns counts per kind."""
+    """Check every exported row, then replay them into ``store`` in one transaction; returns
+    counts per kind. Nothing already in the registry is overwritten, and imported evidence
+    never decides deployability unless it is signed by a key the target trusts."""
     counts: dict[str, int] = {}
-    pending: list[SQLModel] = []
-    record_ids: set[str] = set()
-    models: set[str] = set()
-    per_model: dict[str, dict[str, int]] = {}
+    rows: dict[str, list[tuple[str, Any]]] = {kind: [] for kind in _ORDER}
     saw_header = False
     for number, item in lines:
         where = f"line {number}"
@@ -298,50 +334,19 @@ def import_rows(
             raise InvalidInput(f"{where}: the file does not start with a {FORMAT} header")
         counts[kind] = counts.get(kind, 0) + 1
         if kind == "record":
-            record_rows = _record_rows(item, where)
-            pending += record_rows
-            record_ids.add(item["id"])
-            model_id = str(getattr(record_rows[0], "model_id", ""))
-            tally = per_model.setdefault(model_id, {})
-            tally["record"] = tally.get("record", 0) + 1
+            rows["record"].append((where, _record_rows(item, where)))
         elif kind in _TABLES:
-            table, fields = _TABLES[kind]
-            unknown = set(item) - set(fields) - {"type"}
-            if unknown:
-                raise InvalidInput(f"{where}: unknown fields {sorted(unknown)} for {kind}")
-            values = {f: item.get(f) for f in fields}
-            for key in ("created_at", "started_at", "finished_at", "at"):
-                if key in values:
-                    values[key] = _parse_time(values[key], where)
-            if kind == "model":
-                models.add(str(values["model_id"]))
-            try:
-                pending.append(table.model_validate(values))
-            except ValidationError as exc:
-                raise InvalidInput(f"{where}: {kind}: {first_error(exc)}") from None
-            row_model = values.get("model_id")
-            if isinstance(row_model, str) and kind != "model":
-                tally = per_model.setdefault(row_model, {})
-                tally[kind] = tally.get(kind, 0) + 1
+            rows[kind].append((where, _table_row(kind, item, where)))
         else:
             raise InvalidInput(f"{where}: unknown kind {kind!r}")
+    imported = ImportCheck(rows, file_sha256)
     with Session(store.engine) as session:
-        clash = session.exec(select(RecordRow.id).where(col(RecordRow.id).in_(record_ids))).all()
-        if clash:
-            raise InvalidInput(
-                f"the registry already holds {len(clash)} of these records (e.g. {clash[0]})",
-                "import into an empty registry",
-            )
-        existing_models = set(
-            session.exec(select(ModelRow.model_id).where(col(ModelRow.model_id).in_(models)))
-        )
+        imported.against_registry(session)
         try:
-            for row in pending:
-                if isinstance(row, ModelRow) and row.model_id in existing_models:
-                    continue
+            for row in imported.rows_to_write(session):
                 session.add(row)
                 session.flush()
-            for model_id, added in sorted(per_model.items()):
+            for model_id, added in sorted(imported.per_model().items()):
                 session.add(
                     event_row(
                         "import",
@@ -358,6 +363,161 @@ def import_rows(
             ) from None
         session.commit()
     return counts
+
+
+def _table_row(kind: str, item: dict[str, Any], where: str) -> Any:
+    table, fields = _TABLES[kind]
+    unknown = set(item) - set(fields) - {"type"}
+    if unknown:
+        raise InvalidInput(f"{where}: unknown fields {sorted(unknown)} for {kind}")
+    values = {f: item.get(f) for f in fields}
+    for key in _TIME_FIELDS:
+        if key in values:
+            values[key] = _parse_time(values[key], where)
+    try:
+        return table.model_validate(values)
+    except ValidationError as exc:
+        raise InvalidInput(f"{where}: {kind}: {first_error(exc)}") from None
+
+
+_OUTCOMES = {"pass", "fail", "unavailable", "skipped"}
+_STATES = {"held", "retired"}
+_ACTIONS = {"promote", "rollback"}
+
+
+class ImportCheck:
+    """The consistency rules an import must meet before anything is written."""
+
+    def __init__(self, rows: dict[str, list[tuple[str, Any]]], file_sha256: str) -> None:
+        from modelreg.schemas.manifest import MODEL_ID_RE
+
+        self.rows = rows
+        self.file_sha256 = file_sha256
+        self.records: dict[str, RecordRow] = {}
+        for where, record_rows in rows["record"]:
+            record = record_rows[0]
+            if record.id in self.records:
+                raise InvalidInput(f"{where}: record {record.id} appears twice")
+            self.records[record.id] = record
+        self.models = {row.model_id for _, row in rows["model"]}
+        for where, row in rows["model"]:
+            if not MODEL_ID_RE.match(row.model_id):
+                raise InvalidInput(f"{where}: model id {row.model_id!r} is not org/name")
+        for record in self.records.values():
+            if record.model_id not in self.models:
+                raise InvalidInput(f"record {record.id}: its model {record.model_id} has no row")
+        self.runs: dict[str, RunRow] = {}
+        for where, run in rows["run"]:
+            self._known_record(run.record_id, where)
+            if run.run_id in self.runs:
+                raise InvalidInput(f"{where}: run {run.run_id} appears twice")
+            # Whatever the file says, these runs were not produced here: they are kept as
+            # history and count only with a signature by a key the target trusts.
+            detail = f"imported from {file_sha256}" + (
+                f" (origin there: {run.origin})" if run.origin != "imported" else ""
+            )
+            run.origin, run.origin_detail = "imported", detail
+            self.runs[run.run_id] = run
+        for where, v in rows["verification"]:
+            self._known_record(v.record_id, where)
+            if v.outcome not in _OUTCOMES:
+                raise InvalidInput(f"{where}: outcome {v.outcome!r} is not one of {_OUTCOMES}")
+            run = self.runs.get(v.run_id)
+            if run is None or run.record_id != v.record_id or run.target != v.target:
+                raise InvalidInput(f"{where}: verification of a run the file does not declare")
+        for where, state in rows["state"]:
+            self._known_record(state.record_id, where)
+            if state.state not in _STATES:
+                raise InvalidInput(f"{where}: state {state.state!r} is not held or retired")
+        for where, signature in rows["signature"]:
+            self._known_record(signature.record_id, where)
+        for where, suite in rows["suite"]:
+            if suite.model_id not in self.models:
+                raise InvalidInput(f"{where}: suite of a model the file does not contain")
+        self._check_promotions()
+
+    def _known_record(self, record_id: str, where: str) -> None:
+        if record_id not in self.records:
+            raise InvalidInput(f"{where}: refers to record {record_id!r}, not in the file")
+
+    def _check_promotions(self) -> None:
+        """Each (model, target)'s promotions form one chain over records of that model."""
+        last: dict[tuple[str, str], str] = {}
+        for where, p in self.rows["promotion"]:
+            self._known_record(p.record_id, where)
+            if self.records[p.record_id].model_id != p.model_id:
+                raise InvalidInput(f"{where}: promotes a record of another model")
+            if p.action not in _ACTIONS:
+                raise InvalidInput(f"{where}: action {p.action!r} is not promote or rollback")
+            key = (p.model_id, p.target)
+            if p.previous_record_id != last.get(key):
+                raise InvalidInput(
+                    f"{where}: the promotion chain of {p.model_id} on {p.target} is broken "
+                    f"(previous {p.previous_record_id!r}, expected {last.get(key)!r})"
+                )
+            last[key] = p.record_id
+        self.pointers = set(last)
+
+    def against_registry(self, session: Session) -> None:
+        """Nothing the registry holds may be overwritten: its records, its production
+        pointers, its attached suites."""
+        clash = session.exec(select(RecordRow.id).where(col(RecordRow.id).in_(self.records))).all()
+        if clash:
+            raise InvalidInput(
+                f"the registry already holds {len(clash)} of these records (e.g. {clash[0]})",
+                "import into an empty registry",
+            )
+        for model_id, target in sorted(self.pointers):
+            held = session.exec(
+                select(PromotionRow.id).where(
+                    PromotionRow.model_id == model_id, PromotionRow.target == target
+                )
+            ).first()
+            if held is not None:
+                raise InvalidInput(
+                    f"the registry already has production for {model_id} on {target}: the "
+                    "import would overwrite it"
+                )
+        suites = [suite.model_id for _, suite in self.rows["suite"]]
+        if (
+            suites
+            and session.exec(
+                select(ModelSuiteRow.model_id).where(col(ModelSuiteRow.model_id).in_(suites))
+            ).first()
+        ):
+            raise InvalidInput("the registry already has a suite attached to a model of the file")
+
+    def rows_to_write(self, session: Session) -> Iterator[Any]:
+        existing = set(
+            session.exec(select(ModelRow.model_id).where(col(ModelRow.model_id).in_(self.models)))
+        )
+        for _, model in self.rows["model"]:
+            if model.model_id not in existing:
+                yield model
+        for _, record_rows in self.rows["record"]:
+            yield from record_rows
+        for kind in ("run", "verification", "signature", "suite", "promotion", "state", "event"):
+            for _, row in self.rows[kind]:
+                yield row
+
+    def per_model(self) -> dict[str, dict[str, int]]:
+        added: dict[str, dict[str, int]] = {}
+
+        def bump(model_id: str, kind: str) -> None:
+            tally = added.setdefault(model_id, {})
+            tally[kind] = tally.get(kind, 0) + 1
+
+        for record in self.records.values():
+            bump(record.model_id, "record")
+        for _, run in self.rows["run"]:
+            bump(self.records[run.record_id].model_id, "run (untrusted unless signed)")
+        for kind in ("promotion", "event"):
+            for _, row in self.rows[kind]:
+                if row.model_id:
+                    bump(row.model_id, kind)
+        for _, state in self.rows["state"]:
+            bump(self.records[state.record_id].model_id, "state")
+        return added
 
 
 def _record_rows(item: dict[str, Any], where: str) -> list[SQLModel]:

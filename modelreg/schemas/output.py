@@ -150,6 +150,7 @@ class VerifyOutput(Output):
     passed: bool
     deployability: DeployabilityOut
     checks: list[CheckResult]
+    signed_by: str | None = Field(default=None, description="Key id that signed this run.")
 
 
 class VerifyStaleOutput(Output):
@@ -344,6 +345,40 @@ class CardRenderOutput(Output):
     text: str
 
 
+class AttestOutput(Output):
+    """The signed statement of a record's latest signed run on a target, for an auditor."""
+
+    record_id: str
+    target: str
+    run_id: str
+    signed_by: str | None
+    verified: bool = Field(description="The signature verifies with a key the target trusts.")
+    problem: str | None = Field(default=None, description="Why it does not vouch for the run.")
+    evidence_matches: bool = Field(
+        description="The stored evidence hashes to the digests the statement signs."
+    )
+    statement: dict[str, Any]
+    envelope: dict[str, Any]
+
+
+class SuiteOutput(Output):
+    model_id: str | None
+    action: Literal["attach", "detach", "check"]
+    name: str | None
+    sha256: str | None
+    cases: int
+    subsets: list[str]
+    message: str
+
+
+class SuiteCaseOutput(Output):
+    suite: str
+    run_id: str
+    added: list[str]
+    sha256: str
+    message: str
+
+
 class DbOutput(Output):
     url: str
     revision_before: str | None
@@ -375,4 +410,7 @@ COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "card-validate": CardValidateOutput,
     "card-render": CardRenderOutput,
     "db-upgrade": DbOutput,
+    "attest": AttestOutput,
+    "suite": SuiteOutput,
+    "suite-add-case": SuiteCaseOutput,
 }

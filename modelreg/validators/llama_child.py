@@ -23,7 +23,7 @@ from typing import Any
 
 from modelreg.validators.child import reserve_stdout, respond
 from modelreg.validators.cpu_features import build_features, missing_flags
-from modelreg.validators.resources import peak_rss_bytes
+from modelreg.validators.resources import mapped_libraries, peak_rss_bytes
 
 LOG_LINES_KEPT = 400
 CHILD_ARGV = (sys.executable, "-m", "modelreg.validators.llama_child")
@@ -219,6 +219,7 @@ def main() -> int:
             "n_threads": request["n_threads"],
             "generations": generations,
             "peak_rss_bytes": peak_rss_bytes(),
+            "mapped_libraries": mapped_libraries(),
         }
         | extra,
         out,

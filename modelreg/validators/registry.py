@@ -6,12 +6,14 @@ and must not pay for the registry's database imports.)
 
 from __future__ import annotations
 
+from modelreg.targets import Target
 from modelreg.validators.base import Check
 from modelreg.validators.digest import DigestCheck
 from modelreg.validators.embed_scale import EmbedScaleCheck
 from modelreg.validators.gguf_smoke import GGUFCpuSmoke
 from modelreg.validators.host_compat import HostCompatCheck
 from modelreg.validators.neuron_smoke import NeuronSmoke
+from modelreg.validators.signature import SignatureCheck
 from modelreg.validators.transformers_smoke import TransformersCpuSmoke
 
 CHECKS: dict[str, Check] = {
@@ -23,6 +25,7 @@ CHECKS: dict[str, Check] = {
         TransformersCpuSmoke(),
         EmbedScaleCheck(),
         NeuronSmoke(),
+        SignatureCheck(),
     )
 }
 
@@ -37,7 +40,12 @@ REQUIRED_CHECKS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
-def required_checks(record_format: str, target_kind: str) -> tuple[str, ...]:
+def required_checks(record_format: str, target: Target) -> tuple[str, ...]:
+    """The checks a record of this format needs on ``target``: the format's, plus the
+    artifact signature when the target trusts artifact keys."""
     # A format with no entry still gets the checks every artifact needs; host-compat then
     # says why it cannot run there.
-    return REQUIRED_CHECKS.get((record_format, target_kind), ("digest", "host-compat"))
+    names = REQUIRED_CHECKS.get((record_format, target.kind), ("digest", "host-compat"))
+    if target.trust_artifact_keys:
+        names = (*names, "signature")
+    return names

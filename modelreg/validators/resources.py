@@ -27,6 +27,23 @@ def peak_rss_bytes(status: Path = Path("/proc/self/status")) -> int | None:
     return None
 
 
+def mapped_libraries(maps: Path = Path("/proc/self/maps")) -> list[str]:
+    """Every shared object this process has mapped (after the model loaded: what the runtime
+    really runs with, plugins and BLAS included), as absolute paths."""
+    found = set()
+    try:
+        for line in maps.read_text().splitlines():
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and parts[5].startswith("/"):
+                path = parts[5].strip()
+                name = path.rsplit("/", 1)[-1]
+                if ".so" in name and not path.endswith(" (deleted)"):
+                    found.add(path)
+    except OSError:
+        return []
+    return sorted(found)
+
+
 def _per_second(tokens: float, ms: float) -> float | None:
     return round(tokens / (ms / 1000), 2) if tokens > 0 and ms > 0 else None
 

@@ -225,7 +225,15 @@ def judge_run(
         )
     if status != "ok":
         return done(Outcome.FAIL, f"unexpected child status {status!r}", Classification.CRASHED)
-    for key in ("load_ms", "dtype", "n_ctx", "n_threads", "threads", "has_chat_template"):
+    for key in (
+        "load_ms",
+        "dtype",
+        "n_ctx",
+        "n_threads",
+        "threads",
+        "has_chat_template",
+        "mapped_libraries",
+    ):
         if key in response:
             evidence[key] = response[key]
     resources = resources_from_response(response)

@@ -19,7 +19,7 @@ import traceback
 from typing import Any
 
 from modelreg.validators.child import reserve_stdout, respond
-from modelreg.validators.resources import peak_rss_bytes
+from modelreg.validators.resources import mapped_libraries, peak_rss_bytes
 
 CHILD_ARGV = (sys.executable, "-m", "modelreg.validators.transformers_child")
 
@@ -151,9 +151,17 @@ def main() -> int:
     load_started = time.perf_counter()
     try:
         dtype = getattr(torch, request["dtype"]) if request.get("dtype") else "auto"
-        tokenizer = AutoTokenizer.from_pretrained(request["model_dir"], local_files_only=True)
+        # Safetensors only, nothing remote: a pickle (.bin) is never loaded, and code beside
+        # the weights is never imported (the directory holds only the record's files).
+        tokenizer = AutoTokenizer.from_pretrained(
+            request["model_dir"], local_files_only=True, trust_remote_code=False
+        )
         model = AutoModelForCausalLM.from_pretrained(
-            request["model_dir"], dtype=dtype, local_files_only=True
+            request["model_dir"],
+            dtype=dtype,
+            local_files_only=True,
+            use_safetensors=True,
+            trust_remote_code=False,
         )
         model.eval()
     except Exception as exc:  # any loader failure is the finding, reported with its cause
@@ -185,6 +193,7 @@ def main() -> int:
             "threads": request["threads"],
             "generations": generations,
             "peak_rss_bytes": peak_rss_bytes(),
+            "mapped_libraries": mapped_libraries(),
         }
         | extra,
         out,

@@ -39,10 +39,16 @@ def test_export_from_sqlite_import_elsewhere_preserves_everything(
     assert imported["sha256"] == hashlib.sha256(dump.read_bytes()).hexdigest()
     again = tmp_path / "again.jsonl"
     assert cli("export", again)[0] == 0
-    before, after = dump.read_text().splitlines(), again.read_text().splitlines()
-    # Everything came across; the only new row is the import's own event.
+    before = [json.loads(line) for line in dump.read_text().splitlines()]
+    after = [json.loads(line) for line in again.read_text().splitlines()]
+    # Everything came across; runs are marked as imported, and the only new row is the
+    # import's own event.
+    for row in after:
+        if row["type"] == "run":
+            assert row["origin"] == "imported" and imported["sha256"] in row["origin_detail"]
+            row["origin"], row["origin_detail"] = "local", None
     assert after[:-2] == before[:-1]
-    event = json.loads(after[-2])
+    event = after[-2]
     assert event["kind"] == "import"
     assert json.loads(event["detail_json"])["sha256"] == imported["sha256"]
     shown = json.loads(cli("show", record, "--json")[1])
@@ -50,6 +56,15 @@ def test_export_from_sqlite_import_elsewhere_preserves_everything(
     assert shown["runs"][-1]["checks"][-1]["evidence"]["generations"][0]["output"]
     kinds = [e["kind"] for e in json.loads(cli("history", SMOL_ID, "--json")[1])["events"]]
     assert kinds == ["add", "verify", "promote", "hold", "import"]
+    # The evidence came from another registry and is not signed: it is history, not a pass.
+    cli("release", record)
+    (verdict,) = shown["deployability"]
+    code, out, _ = cli("status", "--json")
+    (entry,) = json.loads(out)["entries"]
+    reasons = [r["code"] for r in entry["deployability"]["reasons"]]
+    assert entry["record"]["record_id"] == record and reasons == ["untrusted_evidence"]
+    assert cli("verify", record)[0] == 0  # verified here: it counts
+    assert json.loads(cli("status", "--json")[1])["entries"][0]["deployability"]["deployable"]
 
     code, _, err = cli("import", dump)
     assert code == 2 and "already holds" in err

@@ -1,0 +1,417 @@
+"""Signatures: artifacts signed with the OpenSSF model-signing format, and verify runs signed
+as in-toto statements in DSSE envelopes. The cryptography is the ``cryptography`` package's
+(ECDSA over P-256/P-384/P-521, the curves model-signing supports); this module only encodes
+(DSSE's pre-authentication encoding, in-toto statements) and decides what a signature covers.
+
+Key ids are the sha256 of the public key's PEM (SubjectPublicKeyInfo) — the "hint"
+model-signing writes into its bundles — so one key file identifies a signer in both formats.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from modelreg.errors import InvalidInput, ModelregError
+
+IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
+IN_TOTO_STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+MODEL_SIGNING_PREDICATE = "https://model_signing/signature/v1.0"
+RUN_PREDICATE = "https://modelreg.dev/verification-run/v1"
+MAX_KEY_BYTES = 64 << 10
+MAX_BUNDLE_BYTES = 16 << 20
+_CURVES = {"secp256r1", "secp384r1", "secp521r1"}
+
+
+class SignatureInvalid(ModelregError):
+    """A signature does not verify, or does not cover what it claims (exit 1)."""
+
+    exit_code = 1
+
+
+def _hash_for(key: Any) -> Any:
+    from cryptography.hazmat.primitives import hashes
+
+    return {256: hashes.SHA256(), 384: hashes.SHA384(), 521: hashes.SHA512()}[key.curve.key_size]
+
+
+def _read(path: Path, what: str, limit: int) -> bytes:
+    from modelreg.boundedfile import read_bounded
+
+    return read_bounded(path, max_bytes=limit, what=what)
+
+
+def load_private_key(path: Path) -> Any:
+    """An EC private key from a PEM file (unencrypted); one-line error naming the file."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    data = _read(path, "private key", MAX_KEY_BYTES)
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInput(
+            f"{path}: not a usable PEM private key ({str(exc).splitlines()[0]})",
+            "make one with: openssl ecparam -name prime256v1 -genkey -noout -out key.pem",
+        ) from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name not in _CURVES:
+        raise InvalidInput(
+            f"{path}: a {type(key).__name__} key; signing needs an EC key on P-256, P-384 or "
+            "P-521 (the curves model-signing supports)"
+        )
+    return key
+
+
+def load_public_key(path: Path) -> Any:
+    """An EC public key from a PEM file; one-line error naming the file."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    data = _read(path, "public key", MAX_KEY_BYTES)
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInput(
+            f"{path}: not a PEM public key ({str(exc).splitlines()[0]})",
+            "export one with: openssl ec -in key.pem -pubout -out key.pub",
+        ) from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in _CURVES:
+        raise InvalidInput(f"{path}: a {type(key).__name__}; trusted keys are EC P-256/384/521")
+    return key
+
+
+def key_id(public_key: Any) -> str:
+    """sha256 of the public key's PEM: the id model-signing bundles carry as their hint."""
+    from cryptography.hazmat.primitives import serialization
+
+    pem = public_key.public_bytes(
+        encoding=serialization.Encoding.PEM,
+        format=serialization.PublicFormat.SubjectPublicKeyInfo,
+    )
+    return hashlib.sha256(pem).hexdigest()
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE v1 pre-authentication encoding (the bytes that are signed)."""
+    header = f"DSSEv1 {len(payload_type)} {payload_type} {len(payload)} "
+    return header.encode() + payload
+
+
+def canonical(data: Any) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+
+def sign_statement(statement: dict[str, Any], private_key: Any) -> dict[str, Any]:
+    """A DSSE envelope (JSON form) over ``statement``, signed with ``private_key``."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    payload = canonical(statement)
+    signature = private_key.sign(
+        pae(IN_TOTO_PAYLOAD_TYPE, payload), ec.ECDSA(_hash_for(private_key))
+    )
+    return {
+        "payloadType": IN_TOTO_PAYLOAD_TYPE,
+        "payload": base64.b64encode(payload).decode(),
+        "signatures": [
+            {"keyid": key_id(private_key.public_key()), "sig": base64.b64encode(signature).decode()}
+        ],
+    }
+
+
+def _b64(value: Any, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise SignatureInvalid(f"{what} is not base64 text")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise SignatureInvalid(f"{what} is not base64") from None
+
+
+def verify_envelope(envelope: dict[str, Any], trusted: dict[str, Any]) -> tuple[Any, str]:
+    """The statement inside ``envelope`` and the id of the trusted key whose signature over it
+    verifies. ``trusted``: key id -> public key. Raises ``SignatureInvalid``."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    if not isinstance(envelope, dict) or envelope.get("payloadType") != IN_TOTO_PAYLOAD_TYPE:
+        raise SignatureInvalid("not a DSSE envelope of an in-toto statement")
+    payload = _b64(envelope.get("payload"), "the envelope's payload")
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list) or not signatures:
+        raise SignatureInvalid("the envelope carries no signature")
+    signed_by = [s.get("keyid") for s in signatures if isinstance(s, dict)]
+    for entry in signatures:
+        if not isinstance(entry, dict):
+            continue
+        keys = [trusted[entry["keyid"]]] if entry.get("keyid") in trusted else []
+        if not entry.get("keyid"):
+            keys = list(trusted.values())  # no hint: try every trusted key
+        signature = _b64(entry.get("sig"), "a signature")
+        for key in keys:
+            try:
+                key.verify(signature, pae(IN_TOTO_PAYLOAD_TYPE, payload), ec.ECDSA(_hash_for(key)))
+            except InvalidSignature:
+                continue
+            try:
+                return json.loads(payload), key_id(key)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise SignatureInvalid("the signed payload is not JSON") from None
+    known = [k for k in signed_by if k in trusted]
+    if known:
+        raise SignatureInvalid(f"the signature by key {known[0][:16]}… does not verify")
+    shown = ", ".join(f"{k[:16]}…" for k in signed_by if k) or "no key id"
+    raise SignatureInvalid(f"signed by a key that is not trusted here ({shown})")
+
+
+# -- model-signing (OpenSSF) artifact signatures -------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArtifactSignature:
+    """What a model-signing bundle says, before its signature is checked."""
+
+    key_hint: str | None
+    digests: dict[str, str]  # file name (relative) -> sha256 hex
+    hash_type: str
+    bundle: dict[str, Any]
+
+
+def read_artifact_signature(path: Path) -> ArtifactSignature:
+    """Parse a bundle written by ``model_signing sign key``: the signer's key id (hint) and the
+    per-file digests its statement lists. One-line exit-2 error for anything malformed; the
+    signature itself is checked at verify time against the target's trusted keys."""
+    data = _read(path, "signature bundle", MAX_BUNDLE_BYTES)
+    try:
+        bundle = json.loads(data)
+        parsed = parse_artifact_bundle(bundle)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InvalidInput(f"{path}: not a signature bundle (not JSON)") from None
+    except SignatureInvalid as exc:
+        raise InvalidInput(f"{path}: not a model-signing bundle: {exc.message}") from None
+    return parsed
+
+
+def parse_artifact_bundle(bundle: Any) -> ArtifactSignature:
+    """The structure of a model-signing bundle (no signature check). Raises SignatureInvalid."""
+    if not isinstance(bundle, dict):
+        raise SignatureInvalid("a bundle is a JSON object")
+    envelope = bundle.get("dsseEnvelope")
+    if not isinstance(envelope, dict):
+        raise SignatureInvalid("no dsseEnvelope")
+    statement = _statement(envelope)
+    material = bundle.get("verificationMaterial") or {}
+    public_key = material.get("publicKey") if isinstance(material, dict) else None
+    hint = public_key.get("hint") if isinstance(public_key, dict) else None
+    digests, hash_type = _signed_digests(statement)
+    return ArtifactSignature(hint if isinstance(hint, str) else None, digests, hash_type, bundle)
+
+
+def _statement(envelope: dict[str, Any]) -> dict[str, Any]:
+    if envelope.get("payloadType") != IN_TOTO_PAYLOAD_TYPE:
+        raise SignatureInvalid("its envelope does not hold an in-toto statement")
+    try:
+        statement = json.loads(_b64(envelope.get("payload"), "the payload"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise SignatureInvalid("its statement is not JSON") from None
+    if not isinstance(statement, dict) or statement.get("_type") != IN_TOTO_STATEMENT_TYPE:
+        raise SignatureInvalid("its payload is not an in-toto v1 statement")
+    return statement
+
+
+def _signed_digests(statement: dict[str, Any]) -> tuple[dict[str, str], str]:
+    """file -> digest from a model-signing v1.0 statement, after checking that its subject's
+    root digest is the sha256 over the resources' digests (as model-signing computes it)."""
+    if statement.get("predicateType") != MODEL_SIGNING_PREDICATE:
+        raise SignatureInvalid(
+            f"predicate {statement.get('predicateType')!r} is not model-signing's"
+        )
+    predicate = statement.get("predicate")
+    subjects = statement.get("subject")
+    if not isinstance(predicate, dict) or not isinstance(subjects, list) or len(subjects) != 1:
+        raise SignatureInvalid("a model-signing statement has one subject and a predicate")
+    serialization = predicate.get("serialization") or {}
+    resources = predicate.get("resources")
+    if not isinstance(resources, list) or not isinstance(serialization, dict):
+        raise SignatureInvalid("its predicate lists no resources")
+    if serialization.get("method") != "files":
+        raise SignatureInvalid(
+            f"it digests {serialization.get('method')!r} (shards?), not whole files: "
+            "sign with model_signing's default file serialization"
+        )
+    root = hashlib.sha256()
+    digests: dict[str, str] = {}
+    algorithms = set()
+    for resource in resources:
+        if not isinstance(resource, dict):
+            raise SignatureInvalid("a resource is not an object")
+        name, algorithm, digest = (
+            resource.get("name"),
+            resource.get("algorithm"),
+            resource.get("digest"),
+        )
+        if not isinstance(name, str) or not isinstance(digest, str):
+            raise SignatureInvalid("a resource has no name or digest")
+        try:
+            root.update(bytes.fromhex(digest))
+        except ValueError:
+            raise SignatureInvalid(f"digest of {name!r} is not hex") from None
+        digests[name] = digest.lower()
+        algorithms.add(str(algorithm))
+    subject = subjects[0] if isinstance(subjects[0], dict) else {}
+    subject_digest = (subject.get("digest") or {}).get("sha256")
+    if subject_digest != root.hexdigest():
+        raise SignatureInvalid("its subject digest does not match its resources")
+    if list(digests) == ["."] and isinstance(subject.get("name"), str):
+        # One file signed on its own: model-signing names it "." and puts its name on the
+        # subject.
+        digests = {subject["name"]: digests["."]}
+    if len(algorithms) > 1:
+        raise SignatureInvalid(f"it mixes digest algorithms {sorted(algorithms)}")
+    return digests, algorithms.pop() if algorithms else "sha256"
+
+
+def verify_artifact_signature(
+    bundle: dict[str, Any], trusted: dict[str, Any]
+) -> tuple[dict[str, str], str]:
+    """Check a model-signing bundle's signature against trusted keys (key id -> public key):
+    the files it covers (name -> digest) and the id of the key that signed it."""
+    envelope = bundle.get("dsseEnvelope")
+    if not isinstance(envelope, dict):
+        raise SignatureInvalid("no dsseEnvelope")
+    material = bundle.get("verificationMaterial") or {}
+    hint = ((material.get("publicKey") or {}) if isinstance(material, dict) else {}).get("hint")
+    signatures = [
+        {**s, "keyid": s.get("keyid") or hint}
+        for s in (envelope.get("signatures") or [])
+        if isinstance(s, dict)
+    ]
+    statement, signer = verify_envelope({**envelope, "signatures": signatures}, trusted)
+    digests, hash_type = _signed_digests(statement)
+    if hash_type != "sha256":
+        raise SignatureInvalid(
+            f"it signs {hash_type} digests; the record keeps sha256 (sign with the default hashing)"
+        )
+    return digests, signer
+
+
+def trusted_keys(paths: list[Path]) -> dict[str, Any]:
+    """key id -> public key, for the key files a target trusts."""
+    keys = {}
+    for path in paths:
+        key = load_public_key(path)
+        keys[key_id(key)] = key
+    return keys
+
+
+# -- signed verify runs --------------------------------------------------------------------
+
+
+def evidence_sha256(evidence: Any) -> str:
+    return hashlib.sha256(canonical(evidence)).hexdigest()
+
+
+def run_statement(
+    *,
+    record_id: str,
+    model_id: str,
+    target: str,
+    run_id: str,
+    host: str,
+    file_digests: dict[str, str],
+    checks: list[dict[str, Any]],
+    fingerprint: dict[str, str],
+    signed_at: str,
+) -> dict[str, Any]:
+    """The in-toto statement of one verify run: its subject is the record's files (by
+    sha256); its predicate every check's outcome and evidence digest, the fingerprint (runtime,
+    libraries, target definition, suite), the host and the time.
+
+    ``checks``: {check, required, outcome, classification, summary, evidence} per check."""
+    digests = [
+        {
+            "check": c["check"],
+            "required": bool(c["required"]),
+            "outcome": c["outcome"],
+            "classification": c.get("classification"),
+            "summary": c.get("summary", ""),
+            "evidence_sha256": evidence_sha256(c.get("evidence", {})),
+        }
+        for c in checks
+    ]
+    return {
+        "_type": IN_TOTO_STATEMENT_TYPE,
+        "subject": [
+            {"name": path, "digest": {"sha256": sha}} for path, sha in sorted(file_digests.items())
+        ],
+        "predicateType": RUN_PREDICATE,
+        "predicate": {
+            "record_id": record_id,
+            "model_id": model_id,
+            "target": target,
+            "run_id": run_id,
+            "host": host,
+            "checks": digests,
+            "evidence_sha256": hashlib.sha256(
+                "".join(c["evidence_sha256"] for c in digests).encode()
+            ).hexdigest(),
+            "fingerprint": dict(sorted(fingerprint.items())),
+            "target_sha256": hashlib.sha256(
+                canonical({k: v for k, v in fingerprint.items() if k.startswith("target ")})
+            ).hexdigest(),
+            "signed_at": signed_at,
+        },
+    }
+
+
+def run_statement_problem(
+    statement: Any,
+    record_id: str,
+    target: str,
+    run: Any,
+    file_digests: dict[str, str] | None,
+) -> str | None:
+    """Why a verified statement does not vouch for the stored ``run`` (a ``rules.StoredRun``)
+    of this record on this target — None when it does. The stored outcomes and fingerprint
+    must be exactly the signed ones: editing the database after signing is caught here."""
+    if not isinstance(statement, dict) or statement.get("predicateType") != RUN_PREDICATE:
+        return "the signed statement is not a modelreg verify run"
+    predicate = statement.get("predicate")
+    if not isinstance(predicate, dict):
+        return "the signed statement has no predicate"
+    for key, expected in (("record_id", record_id), ("target", target), ("run_id", run.run_id)):
+        if predicate.get(key) != expected:
+            return f"it was signed for {key} {predicate.get(key)!r}, not {expected!r}"
+    signed_checks = [
+        (c.get("check"), c.get("required"), c.get("outcome"), c.get("classification"))
+        for c in predicate.get("checks") or []
+        if isinstance(c, dict)
+    ]
+    stored_checks = [(c.check, c.required, c.outcome, c.classification) for c in run.checks]
+    if signed_checks != stored_checks:
+        return "the stored check outcomes are not the signed ones"
+    if predicate.get("fingerprint") != dict(sorted(run.fingerprint.items())):
+        return "the stored fingerprint is not the signed one"
+    if file_digests is not None:
+        subject = {
+            s.get("name"): (s.get("digest") or {}).get("sha256")
+            for s in statement.get("subject") or []
+            if isinstance(s, dict)
+        }
+        if subject != file_digests:
+            return "it was signed over other files than this record's"
+    return None
+
+
+def verify_run_envelope(
+    envelope: dict[str, Any], trusted: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
+    """The statement of a signed run and its signer (no comparison with stored rows)."""
+    statement, signer = verify_envelope(envelope, trusted)
+    if not isinstance(statement, dict):
+        raise SignatureInvalid("the signed payload is not a statement")
+    return statement, signer
