@@ -144,7 +144,9 @@ def _database_error(exc: Any, url: str) -> Exception:
     found = unavailable(exc, url)
     if found is not None:
         return found
-    reason = str(exc.orig or exc).strip().splitlines()[0]
+    from modelreg.urls import redact_text
+
+    reason = redact_text(str(exc.orig or exc).strip().splitlines()[0])
     return InvalidInput(
         f"cannot open the registry at {redact(url)}: {reason}",
         "check --db or MODELREG_DATABASE_URL",
@@ -472,6 +474,9 @@ class Registry:
 
     def target(self, name: str) -> Target:
         """A target by name (built in, or from the targets file); resolved once per call."""
+        from modelreg.limits import TARGET_NAME_MAX, check_length
+
+        check_length("target", name, TARGET_NAME_MAX)
         found = self.all_targets()
         if name not in found:
             raise TargetNotFound(name, sorted(found))
@@ -492,6 +497,9 @@ class Registry:
         return record_out(record, files, self.store.state(record.id))
 
     def _require_model(self, model_id: str) -> None:
+        from modelreg.limits import MODEL_ID_MAX, check_length
+
+        check_length("model id", model_id, MODEL_ID_MAX)
         if self.store.has_model(model_id):
             return
         if _RECORD_ID_RE.fullmatch(model_id.strip()):
@@ -890,6 +898,7 @@ class Registry:
         """Make the record production for its model on ``target``. Refused (``NotDeployable``)
         unless it is deployable there now — decided inside the transaction that moves the
         pointer, with the target's current runtime fingerprint."""
+        _check_why(why)
         record = self.store.get(ref)
         self.target(target)
         judge = _Judge(self)
@@ -1059,6 +1068,7 @@ class Registry:
         so): running the same command twice during an incident is safe."""
         if not why or not why.strip():
             raise InvalidInput("a rollback needs a reason", "give --why '...'")
+        _check_why(why)
         self._require_model(model_id)
         the_target = self.target(target)
         judge = _Judge(self)
@@ -1114,6 +1124,7 @@ class Registry:
         }[new]
         if new is not RecordStateKind.ACTIVE and (not why or not why.strip()):
             raise InvalidInput(f"{action} needs a reason", "give --why '...'")
+        _check_why(why)
         with self.store.locked(record.model_id) as tx:
             current = tx.state(record.id)
             if current.state is RecordStateKind.RETIRED:
@@ -1174,7 +1185,7 @@ class Registry:
         if target is not None and target not in judge.targets:
             raise TargetNotFound(target, sorted(judge.targets))
         productions = self.store.productions(model_id, target)
-        records = self.store.records_by_id(p.record_id for p in productions)
+        records = self.store.records_by_id((p.record_id for p in productions), with_manifests=False)
         ids = sorted(records)
         files = self.store.files(ids)
         states = self.store.states(ids)
@@ -1492,6 +1503,13 @@ class Registry:
 
 
 # -- module-level helpers (no database) ---------------------------------------------------
+
+
+def _check_why(why: str | None) -> None:
+    from modelreg.limits import WHY_MAX, check_length
+
+    if why is not None:
+        check_length("--why", why, WHY_MAX)
 
 
 def _runtime_of(record: Record) -> str:

@@ -22,6 +22,8 @@ def read_bounded(path: Path, *, max_bytes: int, what: str) -> bytes:
         raise InvalidArtifact(path, f"{what} not found") from None
     except OSError as exc:
         raise InvalidArtifact(path, f"cannot open the {what}: {exc.strerror}") from None
+    except ValueError:  # a NUL byte in the path: no file can have that name
+        raise InvalidArtifact(repr(str(path)), f"is not a {what} path") from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):

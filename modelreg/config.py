@@ -12,7 +12,15 @@ def home() -> Path:
     """``$MODELREG_HOME``, else ``$XDG_DATA_HOME/modelreg``, else ``~/.local/share/modelreg``."""
     explicit = os.environ.get("MODELREG_HOME")
     if explicit:
-        return Path(explicit).expanduser()
+        path = Path(explicit).expanduser()
+        if path.exists() and not path.is_dir():
+            from modelreg.errors import InvalidInput
+
+            raise InvalidInput(
+                f"MODELREG_HOME {explicit!r} is a file, not a directory",
+                "point it at a directory (it is created when missing)",
+            )
+        return path
     xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(xdg).expanduser() / "modelreg"
 
@@ -35,7 +43,9 @@ def actor() -> str:
     """Who is acting, for the event log: ``$MODELREG_ACTOR``, else ``user@host``."""
     explicit = os.environ.get("MODELREG_ACTOR")
     if explicit:
-        return explicit
+        from modelreg.limits import ACTOR_MAX, check_length
+
+        return check_length("MODELREG_ACTOR", explicit, ACTOR_MAX)
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

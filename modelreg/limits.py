@@ -10,6 +10,8 @@ against the tables.
 
 from __future__ import annotations
 
+from typing import Any
+
 from modelreg.errors import InvalidInput
 
 # models.model_id is VARCHAR(200); the grammar (schemas/manifest.py) bounds each part, like
@@ -38,3 +40,18 @@ def check_length(field: str, value: str, limit: int) -> str:
         f"{field} '{shown}…' is {len(value)} characters long; at most {limit} are allowed — "
         "shorten it"
     )
+
+
+def check_manifest(manifest: Any, origin: str = "manifest") -> None:
+    """Every identifier a manifest stores in a sized column, within that column's size — on
+    every backend alike (SQLite would store what PostgreSQL then rejects with its SQL)."""
+    for field, value, limit in (
+        ("model id", manifest.model_id, MODEL_ID_MAX),
+        ("base model", manifest.base_model, MODEL_ID_MAX),
+        ("source", manifest.source, SOURCE_PIN_MAX),
+        ("license", manifest.license.id, LICENSE_ID_MAX),
+    ):
+        if value is not None:
+            check_length(f"{origin}: {field}", value, limit)
+    for entry in manifest.files:
+        check_length(f"{origin}: file path", entry.path, FILE_PATH_MAX)

@@ -173,6 +173,9 @@ def _user_targets(path: Path) -> dict[str, Target]:
     me = host.hostname()
     targets = {}
     for name, spec in parsed.targets.items():
+        from modelreg.limits import TARGET_NAME_MAX, check_length
+
+        check_length(f"{path}: target name", name, TARGET_NAME_MAX)
         is_local = any(fnmatch.fnmatch(me, pattern) for pattern in spec.hosts)
         # A target this host belongs to can read what it did not declare from the OS.
         memory = int(spec.memory_gib * GiB) if spec.memory_gib else None

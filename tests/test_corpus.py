@@ -24,6 +24,17 @@ PEAK_BYTES = 64 << 20
 
 def _command(name: str) -> list[str]:
     path = HERE / name
+    if name.startswith("targets/"):
+        return ["targets"]  # the file is given through MODELREG_TARGETS
+    if name.startswith("suites/"):
+        return ["suite", "check", str(path)]
+    if name.startswith("signatures/"):
+        artifact = HERE / "gguf" / "unknown-tensor-type.gguf"
+        return ["add", str(artifact), "--model-id", "corpus/model", "--signature", str(path)]
+    if name.startswith("bundles/"):
+        return ["add", str(path.parent), "--model-id", "corpus/model"]
+    if name.startswith("imports/"):
+        return ["import", str(path)]
     if name.startswith("cards/"):
         return ["card", "validate", str(path)]
     if name.startswith("manifests/"):
@@ -48,7 +59,9 @@ def test_corpus_on_disk_is_what_the_generator_writes() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(entries()))
-def test_hostile_input_is_rejected_cleanly(cli, name: str) -> None:
+def test_hostile_input_is_rejected_cleanly(cli, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if name.startswith("targets/"):
+        monkeypatch.setenv("MODELREG_TARGETS", str(HERE / name))
     tracemalloc.start()
     code, out, err = cli(*_command(name))
     _, peak = tracemalloc.get_traced_memory()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from modelreg import config
-from modelreg.errors import ErrorCode, ModelregError
+from modelreg.errors import ErrorCode, InvalidInput, ModelregError
 
 if TYPE_CHECKING:
     from modelreg.api import Registry
@@ -68,9 +68,10 @@ def _error_json(code: str, message: str, hint: str | None) -> None:
 
 def _report(exc: ModelregError, json_out: bool) -> int:
     from modelreg.cli.render import clean
+    from modelreg.urls import redact_text
 
     if config.debug():
-        traceback.print_exc()
+        sys.stderr.write(redact_text(traceback.format_exc()))
     if json_out:
         _error_json(exc.code.value, exc.message, exc.hint)
     sys.stderr.write(f"error: {clean(str(exc))}\n")
@@ -104,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
     args = sys.argv[1:] if argv is None else argv
     json_out = "--json" in args
+    if any("\x00" in arg for arg in args):  # the OS cannot pass one; a library caller can
+        if json_out:
+            _error_json(ErrorCode.INVALID_INPUT.value, "an argument holds a NUL byte", None)
+        sys.stderr.write("error: an argument holds a NUL byte\n")
+        return 2
     try:
         result = app(args=args, prog_name="modelreg", standalone_mode=False)
     except typer.Abort:
@@ -122,22 +128,33 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ModelregError as exc:
         return _report(exc, json_out)
+    except OSError as exc:
+        if exc.filename is None:
+            return _internal(exc, json_out)
+        # A path the user named cannot be used (too long, not permitted, not a directory…).
+        return _report(InvalidInput(f"{exc.filename}: {exc.strerror}"), json_out)
     except Exception as exc:  # the one place an unexpected error becomes exit code 3
         translated = _database_failure(exc)
         if translated is not None:
             return _report(translated, json_out)
-        if config.debug():
-            traceback.print_exc()
-        message = f"{type(exc).__name__}: {exc}"
-        from modelreg.cli.render import clean
-
-        if json_out:
-            _error_json(ErrorCode.INTERNAL.value, message, "rerun with MODELREG_DEBUG=1")
-        sys.stderr.write(
-            f"internal error: {clean(message)} (rerun with MODELREG_DEBUG=1 for a traceback)\n"
-        )
-        return 3
+        return _internal(exc, json_out)
     return result if isinstance(result, int) else 0
+
+
+def _internal(exc: BaseException, json_out: bool) -> int:
+    """The one place an unexpected error becomes exit code 3 (secrets redacted)."""
+    from modelreg.cli.render import clean
+    from modelreg.urls import redact_text
+
+    if config.debug():
+        sys.stderr.write(redact_text("".join(traceback.format_exception(exc))))
+    message = redact_text(f"{type(exc).__name__}: {exc}")
+    if json_out:
+        _error_json(ErrorCode.INTERNAL.value, message, "rerun with MODELREG_DEBUG=1")
+    sys.stderr.write(
+        f"internal error: {clean(message)} (rerun with MODELREG_DEBUG=1 for a traceback)\n"
+    )
+    return 3
 
 
 def run() -> None:

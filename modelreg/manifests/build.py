@@ -543,7 +543,24 @@ def _build_safetensors(
         golden_prompts=list(req.golden_prompts),
         notes=all_notes,
     )
-    return BuiltArtifact(finalize(manifest), directory)
+    finalized = finalize(manifest)
+    from modelreg.validators.staging import unrecorded_runtime_files
+
+    unrecorded = unrecorded_runtime_files(directory, {f.path for f in files})
+    if unrecorded:
+        # transformers could load these instead of (or beside) the recorded weights; verify
+        # never shows them to the runtime, but a deploy from this directory might.
+        finalized = finalized.model_copy(
+            update={
+                "hold_reasons": [
+                    *finalized.hold_reasons,
+                    "files a runtime would load are not part of the record: "
+                    + ", ".join(unrecorded)
+                    + " (remove them, or record them)",
+                ]
+            }
+        )
+    return BuiltArtifact(finalized, directory)
 
 
 def _file_entries(

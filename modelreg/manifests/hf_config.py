@@ -61,11 +61,19 @@ def read_json_object(path: Path, max_bytes: int = MAX_JSON_BYTES) -> dict[str, A
 
 
 def first_int(cfg: dict[str, Any], *names: str) -> int | None:
-    """The first of ``names`` whose value is an int (not a bool)."""
+    """The first of ``names`` whose value is an int (not a bool). A value of the wrong scalar
+    type (text, a fraction, a truth value) is bad input, not an unknown: one line naming the
+    field and the value. (Lists and objects are left to the callers that read per-layer
+    values.)"""
     for name in names:
         value = cfg.get(name)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
+        if isinstance(value, bool | str) or (isinstance(value, float) and not value.is_integer()):
+            shown = repr(value)[:60]
+            raise InvalidInput(f"config field {name!r} must be an integer, not {shown}")
+        if isinstance(value, float):
+            return int(value)
     return None
 
 

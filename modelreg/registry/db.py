@@ -33,18 +33,22 @@ _MIGRATION_LOCK_KEY = 0x6D6F64656C726567
 
 
 def redact(url: str) -> str:
-    """The URL with its password hidden, for messages and logs."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "<unparseable database URL>"
+    """The URL with its password hidden — in the userinfo and in query parameters — for
+    messages and logs (never raises, whatever the URL looks like)."""
+    from modelreg.urls import redact_url
+
+    return redact_url(url)
 
 
 def create_registry_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
-    except ArgumentError:
-        raise InvalidInput(f"database URL {redact(url)!r} is not a SQLAlchemy URL") from None
+        parsed.port  # noqa: B018 - a malformed port raises here, not at connect time
+    except (ArgumentError, ValueError):
+        raise InvalidInput(
+            f"database URL {redact(url)!r} is not a SQLAlchemy URL",
+            "percent-encode special characters in the password (@ → %40, / → %2F)",
+        ) from None
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url, parsed.database)
     from sqlmodel import create_engine
@@ -67,10 +71,26 @@ def _sqlite_engine(url: str, database: str | None) -> Engine:
 
     if database and database != ":memory:" and not database.startswith("file:"):
         path = Path(database)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            # The registry may hold paths and hostnames: readable by its owner only.
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                # The registry may hold paths and hostnames: readable by its owner only.
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        except (FileExistsError, NotADirectoryError):
+            raise InvalidInput(
+                f"cannot create the registry at {path}: a parent of it is a file, not a directory",
+                "check MODELREG_HOME / --db",
+            ) from None
+        except OSError as exc:
+            raise InvalidInput(f"cannot create the registry at {path}: {exc.strerror}") from None
+        if path.is_dir():
+            raise InvalidInput(f"the registry {path} is a directory, not a SQLite file")
+        with path.open("rb") as fh:
+            head = fh.read(16)
+        if head and head != b"SQLite format 3\x00":
+            raise InvalidInput(
+                f"{path} is not a SQLite database", "point --db / MODELREG_HOME elsewhere"
+            )
     engine = create_engine(url, connect_args={"timeout": 30})
 
     @event.listens_for(engine, "connect")
@@ -188,7 +208,10 @@ def unavailable(exc: DBAPIError, url: str) -> RegistryUnavailable | None:
         return None
     if not isinstance(exc, OperationalError) and not exc.connection_invalidated:
         return None
-    reason = str(exc.orig or exc).strip().splitlines()[0] if str(exc.orig or exc).strip() else ""
+    from modelreg.urls import redact_text
+
+    text = str(exc.orig or exc).strip()
+    reason = redact_text(text.splitlines()[0]) if text else ""
     return RegistryUnavailable(
         f"the registry at {redact(url)} cannot be reached: {reason}",
         "nothing was changed; retry, or check --db / MODELREG_DATABASE_URL",

@@ -10,10 +10,11 @@ numbered in commit order.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
 from modelreg.errors import AmbiguousRecord, InvalidInput, ModelNotFound, RecordNotFound
+from modelreg.limits import ACTOR_MAX, RECORD_REF_MAX, check_length, check_manifest
 from modelreg.registry.tables import (
     ArtifactSignatureRow,
     EventRow,
@@ -81,7 +83,10 @@ class Record:
     created_at: datetime
     created_by: str
     hold_reasons: tuple[str, ...]
-    manifest_json: str = field(repr=False)
+    # None when the record was read without its manifest (status over many records); then
+    # ``load_manifest_json`` fetches it on first use.
+    manifest_json: str | None = field(repr=False)
+    load_manifest_json: Callable[[], str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_row(cls, row: RecordRow) -> Record:
@@ -100,7 +105,11 @@ class Record:
 
     @cached_property
     def manifest(self) -> Manifest:
-        return Manifest.model_validate_json(self.manifest_json)
+        text = self.manifest_json
+        if text is None:
+            assert self.load_manifest_json is not None
+            text = self.load_manifest_json()
+        return Manifest.model_validate_json(text)
 
 
 @dataclass(frozen=True)
@@ -568,6 +577,8 @@ class Store:
                 f"a record's files must be hashed; {', '.join(unhashed)} has no sha256/size",
                 "record the artifact itself with: modelreg add FILE…",
             )
+        check_manifest(manifest)
+        check_length("actor", actor, ACTOR_MAX)
         identity = manifest.identity_digest()
         # Concurrent writers: the unique identity makes the same artifact one record; a writer
         # that loses the race for the model row (or the record) retries and finds it.
@@ -642,7 +653,7 @@ class Store:
 
     def get(self, ref: str) -> Record:
         """A record by id or unique id prefix (``r_3f2a`` or ``3f2a``)."""
-        ref = ref.strip()
+        ref = check_length("record reference", ref.strip(), RECORD_REF_MAX)
         prefix = ref if ref.startswith("r_") else f"r_{ref}"
         if len(prefix) < 6:
             raise InvalidInput(
@@ -662,9 +673,53 @@ class Store:
             raise AmbiguousRecord(ref, [r.id for r in rows])
         return Record.from_row(rows[0])
 
-    def records_by_id(self, record_ids: Iterable[str]) -> dict[str, Record]:
+    def records_by_id(
+        self, record_ids: Iterable[str], *, with_manifests: bool = True
+    ) -> dict[str, Record]:
+        """Records by id; ``with_manifests=False`` leaves each manifest to be read on first
+        use (status over thousands of records needs only the columns)."""
         with self._session() as session:
-            return _records_by_id(session, record_ids)
+            if with_manifests:
+                return _records_by_id(session, record_ids)
+            r = RecordRow
+            ids = sorted(set(record_ids))
+            found: dict[str, Record] = {}
+            for chunk in _chunks(ids):
+                rows = session.execute(
+                    sa_select(
+                        col(r.id),
+                        col(r.model_id),
+                        col(r.format),
+                        col(r.source),
+                        col(r.license),
+                        col(r.root),
+                        col(r.created_at),
+                        col(r.created_by),
+                        col(r.hold_reasons_json),
+                    ).where(col(r.id).in_(chunk))
+                ).all()
+                for rid, model, fmt, source, license_, root, at, by, holds in rows:
+                    found[rid] = Record(
+                        id=rid,
+                        model_id=model,
+                        format=fmt,
+                        source=source,
+                        license=license_,
+                        root=Path(root),
+                        created_at=aware(at),
+                        created_by=by,
+                        hold_reasons=tuple(json.loads(holds or "[]")),
+                        manifest_json=None,
+                        load_manifest_json=functools.partial(self._manifest_json, rid),
+                    )
+            return found
+
+    def _manifest_json(self, record_id: str) -> str:
+        with self._session() as session:
+            row = session.get(RecordRow, record_id)
+            if row is None:
+                raise RecordNotFound(record_id)
+            return row.manifest_json
 
     def records(self, model_id: str | None = None) -> list[Record]:
         """All records (of one model), oldest first."""

@@ -28,6 +28,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, select
 
 from modelreg.errors import InvalidInput
+from modelreg.jsonio import parse_json
+from modelreg.limits import check_manifest
 from modelreg.registry.db import SCHEMA_HEAD
 from modelreg.registry.store import Store, event_row
 from modelreg.registry.tables import (
@@ -260,13 +262,11 @@ def read_export(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str]:
                     raise InvalidInput(f"{path}: line {number}: data after the trailer")
                 continue
             try:
-                item = json.loads(raw.decode("utf-8"))
+                item = parse_json(raw.decode("utf-8"))
             except UnicodeDecodeError:
                 raise InvalidInput(f"{path}: line {number} is not UTF-8 text") from None
-            except json.JSONDecodeError as exc:
-                raise InvalidInput(f"{path}: line {number} is not JSON: {exc.msg}") from None
-            except RecursionError:
-                raise InvalidInput(f"{path}: line {number} is nested too deeply") from None
+            except ValueError as exc:
+                raise InvalidInput(f"{path}: line {number} is not JSON: {exc}") from None
             if not isinstance(item, dict):
                 raise InvalidInput(f"{path}: line {number} is not a JSON object")
             if item.get("type") == "trailer":
@@ -527,6 +527,7 @@ def _record_rows(item: dict[str, Any], where: str) -> list[SQLModel]:
     if not isinstance(item.get("manifest"), dict):
         raise InvalidInput(f"{where}: record without a manifest")
     manifest = load_manifest(item["manifest"], origin=where)
+    check_manifest(manifest, where)
     digest = manifest.digest()
     identity = manifest.identity_digest()
     # Records added before identity digests keep the id their whole-manifest digest gave them.

@@ -35,9 +35,9 @@ from pathlib import Path
 # frozen); larger ones are linked.
 COPY_BELOW_BYTES = 64 << 20
 
-# Files in a checkpoint directory that transformers (or torch, or a trust_remote_code model)
-# would load or import if they were there: an unrecorded one means the runtime could run on
-# bytes the record never listed.
+# Weights and code in a checkpoint directory that transformers (or torch, or a
+# trust_remote_code model) would load or import if they were there: an unrecorded one means a
+# deploy from that directory could run on bytes the record never listed.
 RUNTIME_LOADABLE_SUFFIXES = (
     ".safetensors",
     ".bin",
@@ -51,10 +51,6 @@ RUNTIME_LOADABLE_SUFFIXES = (
     ".onnx",
     ".gguf",
     ".py",
-    ".json",
-    ".jinja",
-    ".model",
-    ".tiktoken",
 )
 
 

@@ -58,7 +58,6 @@ def test_export_from_sqlite_import_elsewhere_preserves_everything(
     assert kinds == ["add", "verify", "promote", "hold", "import"]
     # The evidence came from another registry and is not signed: it is history, not a pass.
     cli("release", record)
-    (verdict,) = shown["deployability"]
     code, out, _ = cli("status", "--json")
     (entry,) = json.loads(out)["entries"]
     reasons = [r["code"] for r in entry["deployability"]["reasons"]]

