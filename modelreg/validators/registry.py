@@ -6,13 +6,19 @@ and must not pay for the registry's database imports.)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from modelreg.validators.base import Check
 from modelreg.validators.digest import DigestCheck
 from modelreg.validators.embed_scale import EmbedScaleCheck
+from modelreg.validators.endpoint import EndpointSmoke
 from modelreg.validators.gguf_smoke import GGUFCpuSmoke
 from modelreg.validators.host_compat import HostCompatCheck
 from modelreg.validators.neuron_smoke import NeuronSmoke
 from modelreg.validators.transformers_smoke import TransformersCpuSmoke
+
+if TYPE_CHECKING:
+    from modelreg.targets import Target
 
 CHECKS: dict[str, Check] = {
     check.name: check
@@ -23,6 +29,7 @@ CHECKS: dict[str, Check] = {
         TransformersCpuSmoke(),
         EmbedScaleCheck(),
         NeuronSmoke(),
+        EndpointSmoke(),
     )
 }
 
@@ -37,7 +44,25 @@ REQUIRED_CHECKS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
-def required_checks(record_format: str, target_kind: str) -> tuple[str, ...]:
+# Generation checks through a runtime modelreg brings along. A target that names the runtime
+# that serves (launch or endpoint) is judged through that runtime instead: a pass in the
+# bundled mainline llama.cpp says nothing about a fork, its flags or a container (seed 004).
+BUNDLED_RUNTIME_CHECKS = frozenset({"gguf-cpu-smoke", "transformers-cpu-smoke", "neuron-smoke"})
+
+
+def required_checks(
+    record_format: str, target_kind: str, target: Target | None = None
+) -> tuple[str, ...]:
+    """The checks a record of ``record_format`` needs on a target, in the order they run.
+
+    With ``target`` given and declaring a launch or an endpoint, ``endpoint-smoke`` takes the
+    place of the bundled runtime's generation check.
+    """
+    from modelreg.deployed_unit import serves_own_runtime
+
     # A format with no entry still gets the checks every artifact needs; host-compat then
     # says why it cannot run there.
-    return REQUIRED_CHECKS.get((record_format, target_kind), ("digest", "host-compat"))
+    names = REQUIRED_CHECKS.get((record_format, target_kind), ("digest", "host-compat"))
+    if target is not None and serves_own_runtime(target):
+        names = (*(n for n in names if n not in BUNDLED_RUNTIME_CHECKS), "endpoint-smoke")
+    return names

@@ -35,7 +35,7 @@ def run_checks(
         ctx = CheckContext(record, target, files, options or VerifyOptions())
         if warm_llama_child is not None:
             ctx.shared["warm_llama_child"] = warm_llama_child
-        names = required_checks(record.format, target.kind)
+        names = required_checks(record.format, target.kind, target)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="check") as pool:
             background = {
                 name: pool.submit(CHECKS[name].run, ctx)
