@@ -259,3 +259,23 @@ def test_required_build_flags_against_what_the_build_reports(tmp_path: Path) -> 
     assert findings["AVX2"].message == "AVX2 required, the build has AVX2=0"
     assert findings["GGML_AVX512=OFF"].status == "unconfirmed"
     assert cmake_cache_flags("no-such-runtime-anywhere") == ({}, None)
+
+
+def test_the_docs_targets_files_are_valid_and_say_what_they_claim(tmp_path: Path) -> None:
+    import re
+
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "deployed-runtime.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
+    assert len(blocks) == 2
+    xeon = all_targets(_targets(tmp_path, blocks[0]))["xeon-e5-2690-v2-ik"]
+    assert {"--run-time-repack", "-rtr"} <= set(xeon.forbidden_flags)
+    assert "GGML_USE_IQK_MULMAT=OFF" in xeon.required_build_flags
+    assert xeon.cpu_flags is not None and "avx" in xeon.cpu_flags
+    assert not {"avx2", "fma"} & xeon.cpu_flags
+    unit_line = deployed_unit(xeon)
+    assert f"unit launch {unit_line['launch']}; forbidden flags" in text
+    edge = all_targets(_targets(tmp_path, blocks[1]))["edge-llama-server"]
+    assert edge.image is not None and edge.token_env == "LLM_GATEWAY_TOKEN"
+    assert edge.endpoint == "https://llm.internal.example.com"
