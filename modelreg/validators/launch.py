@@ -29,7 +29,9 @@ from typing import Any, Literal
 
 from modelreg.validators.child import _child_setup
 
-GUARD_ARGV = (sys.executable, "-m", "modelreg.validators.runtime_guard", "--")
+# The guard is standard library only: run as a file in isolated mode, it imports nothing from
+# the working directory or the environment (a stray ``modelreg`` there cannot replace it).
+GUARD_ARGV = (sys.executable, "-I", str(Path(__file__).with_name("runtime_guard.py")), "--")
 LOG_TAIL_LINES = 40
 LOG_MAX_READ = 4 << 20  # the end of the log is what matters; llama.cpp prints ~2,000 lines
 STOP_GRACE_SECONDS = 3.0

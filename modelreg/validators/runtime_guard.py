@@ -1,5 +1,5 @@
-"""The guard between verify and a runtime it launches: ``python -m
-modelreg.validators.runtime_guard -- COMMAND ARGS…``.
+"""The guard between verify and a runtime it launches: ``python -I runtime_guard.py -- COMMAND
+ARGS…`` (standard library only).
 
 verify starts the guard in a new session (its own process group) with ``PR_SET_PDEATHSIG``
 set to SIGTERM, so the kernel tells the guard when verify dies — however it dies, ``kill -9``
@@ -80,7 +80,7 @@ def _runtime_setup() -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2 or argv[0] != "--":
-        sys.stderr.write(f"{PREFIX} usage: python -m modelreg.validators.runtime_guard -- CMD…\n")
+        sys.stderr.write(f"{PREFIX} usage: python -I runtime_guard.py -- COMMAND [ARGS…]\n")
         return 2
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, _kill_everything)
