@@ -5,7 +5,9 @@
   settings, read to the end with httpx), alternated on the same server in one run, median of 7.
   The difference is what the check adds: its probes (``/v1/models``, ``/props``), identity
   binding, judging and evidence. Measured for the golden prompt (the default) and for the
-  default chat suite (15 prompts).
+  default chat suite (15 prompts). Because two multi-second runs differ by more than the
+  overhead, the check also times itself: its probe requests, and its wall time outside every
+  HTTP request (from the request log in its evidence); the target is judged on those.
 - Launch to ready: ``LaunchedRuntime`` (the guard, then llama-cpp-python's server loading
   SmolLM2) until it answers HTTP, vs the same server started bare and polled the same way,
   median of 3.
@@ -121,6 +123,8 @@ def _overhead(url: str) -> list[dict[str, Any]]:
         suite = smoke_suite(ctx)
         ours: list[float] = []
         raw: list[float] = []
+        probes: list[float] = []  # the check's GETs (/v1/models, /props)
+        own: list[float] = []  # the check's wall time outside every HTTP request
         outcome = ""
         with httpx.Client(timeout=60) as client:
             _raw(url, suite, model_id, client)  # warm the server's first-request path
@@ -131,6 +135,9 @@ def _overhead(url: str) -> list[dict[str, Any]]:
                 started = time.perf_counter()
                 result = check.run(ctx)
                 ours.append(time.perf_counter() - started)
+                requests = result.evidence["requests"]
+                probes.append(sum(r["ms"] for r in requests if r["request"].startswith("GET")))
+                own.append(ours[-1] * 1000 - sum(r["ms"] for r in requests))
                 outcome = f"{result.outcome.value}: {result.summary[:120]}"
                 assert result.outcome in (Outcome.PASS, Outcome.FAIL), result.summary
         a, b = _median(ours), _median(raw)
@@ -141,10 +148,13 @@ def _overhead(url: str) -> list[dict[str, Any]]:
                 "ours_s": a,
                 "theirs_s": b,
                 "ratio": a / b,
-                "detail": f"{a * 1000:.1f} ms vs {b * 1000:.1f} ms raw: +{(a - b) * 1000:.1f} ms "
-                f"(median of {REPEAT}, alternated on one server); check said {outcome}",
-                "target": "≤ 50 ms added",
-                "met": a - b <= 0.050,
+                "detail": f"{a * 1000:.1f} ms vs {b * 1000:.1f} ms raw: {(a - b) * 1000:+.1f} ms "
+                f"(median of {REPEAT}, alternated on one server); of the check's time, "
+                f"{_median(probes):.1f} ms are its probe requests and {_median(own):.1f} ms its "
+                f"own work outside HTTP (medians); check said {outcome}",
+                "target": "≤ 50 ms added (probes + own work; the wall difference of a "
+                "multi-second suite is mostly noise)",
+                "met": _median(probes) + _median(own) <= 50,
             }
         )
     return rows
