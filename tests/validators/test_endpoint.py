@@ -440,3 +440,17 @@ def test_no_runtime_process_outlives_a_verify_killed_with_sigkill(
         verify.kill()
         verify.wait()
     assert _gone(pids), f"orphans left running: {[p for p in pids if _alive(p)]}"
+
+
+def test_launch_command_that_does_not_exist_is_crashed_naming_it(
+    smollm2: Path, tmp_path: Path
+) -> None:
+    missing = tmp_path / "build" / "bin" / "llama-server"
+    argv = [str(missing), "-m", "{model}", "--port", "{port}"]
+    spec = _write_targets(
+        tmp_path, f"  served:\n    hosts: ['{HOST}']\n    launch: {json.dumps(argv)}\n"
+    )
+    registry = _registry(tmp_path, spec)
+    smoke = _smoke(registry.verify(_add(registry, smollm2), "served"))
+    assert smoke.outcome is Outcome.FAIL and smoke.classification == "crashed"
+    assert f"cannot start '{missing}': No such file or directory" in smoke.summary
