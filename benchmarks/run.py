@@ -11,6 +11,7 @@ from typing import Any
 
 from benchmarks import (
     bench_digest,
+    bench_endpoint,
     bench_gguf_header,
     bench_registry,
     bench_safetensors,
@@ -73,6 +74,7 @@ def main() -> None:
     results += bench_digest.run()
     results += bench_verify.run()
     results += bench_suite.run()
+    results += bench_endpoint.run()
     results += bench_safetensors.run()
     results += bench_registry.run()
     text = render(results)

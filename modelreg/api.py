@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelreg import config, rules
+from modelreg.deployed_unit import deployed_unit
 from modelreg.errors import (
     IntegrityError,
     InvalidInput,
@@ -301,6 +302,7 @@ def targets(targets_file: Path | None = None) -> TargetsOutput:
                 origin=t.origin,
                 cpu_flags=sorted(t.cpu_flags) if t.cpu_flags is not None else None,
                 runtime=dict(t.runtime),
+                unit=deployed_unit(t),
             )
             for t in all_targets(targets_file).values()
         ]
@@ -599,12 +601,15 @@ class Registry:
             for p in self.store.productions(record.model_id)
             if p.record_id == record.id
         ]
+        named = {p.target for p in production} | set(verified_on)
+        units = {t: deployed_unit(judge.targets[t]) for t in sorted(named) if t in judge.targets}
         return ShowOutput(
             record=record_out(record, files, state),
             manifest=record.manifest.model_dump(mode="json"),
             production=production,
             deployability=deployability,
             runs=_runs_out(verifications),
+            units={t: unit for t, unit in units.items() if unit},
         )
 
     def records(
@@ -955,6 +960,7 @@ class Registry:
         return _Plan(history, current, current_verdict, None, None, rejected)
 
     def _deployed(self, record: Record, verdict: Deployability, target: str) -> DeployedOut:
+        the_target = self.all_targets().get(target)
         run = self.store.latest_run(record.id, target)
         answered = [
             str(g.get("output"))
@@ -968,6 +974,7 @@ class Registry:
             verified_on_host=run[0].host if run else None,
             runtime=dict(run[0].fingerprint) if run else {},
             answered=answered,
+            unit=deployed_unit(the_target) if the_target is not None else {},
         )
 
     def _rollback_output(
@@ -1211,6 +1218,9 @@ class Registry:
                     record=record_out(record, files[record.id], state),
                     deployability=deployability_out(verdict),
                     promotion=promotion_out(p),
+                    unit=deployed_unit(judge.targets[p.target])
+                    if p.target in judge.targets
+                    else {},
                 )
             )
         return StatusOutput(entries=entries)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from modelreg import host
+from modelreg.deployed_unit import deployed_unit
 
 if TYPE_CHECKING:
     from modelreg.targets import Target
@@ -51,6 +52,7 @@ _PACKAGES = {
 _LLAMA_LIBS = ("libllama.so", "libggml-cpu.so", "libggml-base.so", "libggml.so")
 LIB_PREFIX = "lib "
 TARGET_PREFIX = "target "
+UNIT_PREFIX = "unit "
 GiB = 1 << 30
 
 
@@ -214,6 +216,9 @@ def runtime_fingerprint(
         fingerprint["cpu flags"] = flags_digest(target.cpu_flags)
     fingerprint |= {f"declared {k}": v for k, v in target.runtime.items()}
     fingerprint |= target_definition(target)
+    # The deployed unit — image digest, launch command and flags, endpoint — is part of what
+    # was verified: a new image or another flag makes the evidence stale.
+    fingerprint |= {f"{UNIT_PREFIX}{k}": v for k, v in deployed_unit(target).items()}
     fingerprint["suite"] = suite or "none"
     return fingerprint
 
@@ -224,8 +229,9 @@ def describe_change(old: Fingerprint, new: Fingerprint, target: str | None = Non
     if not old:
         return "runtime changed (evidence predates runtime fingerprints)"
     keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-    runtime = [k for k in keys if not k.startswith(TARGET_PREFIX) and k != "suite"]
+    unit_keys = [k for k in keys if k.startswith(UNIT_PREFIX)]
     target_keys = [k for k in keys if k.startswith(TARGET_PREFIX)]
+    runtime = [k for k in keys if k not in unit_keys and k not in target_keys and k != "suite"]
     parts = []
     if runtime:
         changes = []
@@ -251,6 +257,12 @@ def describe_change(old: Fingerprint, new: Fingerprint, target: str | None = Non
                 for k in target_keys
             )
             parts.append(f"{name} changed: {fields}")
+    if unit_keys:
+        fields = ", ".join(
+            f"{k.removeprefix(UNIT_PREFIX)} {old.get(k, 'none')} → {new.get(k, 'none')}"
+            for k in unit_keys
+        )
+        parts.append(f"deployed unit changed: {fields}")
     if "suite" in keys:
 
         def suite(value: str | None) -> str:

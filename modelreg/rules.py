@@ -253,7 +253,7 @@ def _stale_code(change_keys: Iterable[str]) -> ReasonCode:
     keys = list(change_keys)
     if keys and all(k == "suite" for k in keys):
         return ReasonCode.STALE_SUITE
-    if keys and all(k.startswith("target ") or k == "suite" for k in keys):
+    if keys and all(k.startswith(("target ", "unit ")) or k == "suite" for k in keys):
         return ReasonCode.STALE_TARGET
     return ReasonCode.STALE_RUNTIME
 

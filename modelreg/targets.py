@@ -18,6 +18,16 @@ User-defined targets come from a YAML file (``$MODELREG_TARGETS`` or
           - {prompt: "Q: What is the capital of France?\\nA:", expect: Paris}
         runtime: {llama.cpp: b6000}  # what its hosts run: evidence expires when it changes
         verify_timeout_seconds: 300  # default: 300 for cpu targets, 900 for neuron targets
+        # The runtime that serves (see modelreg.deployed_unit and docs/deployed-runtime.md):
+        # verify starts it on 127.0.0.1 with the record's file and judges what it answers.
+        launch: [/opt/ik_llama.cpp/build/bin/llama-server, -m, "{model}", --port, "{port}"]
+        forbidden_flags: [--run-time-repack, -rtr]
+        required_build_flags: [GGML_USE_IQK_MULMAT=OFF]
+        # Or a server that is already running (not both):
+        #   endpoint: https://llm.example.com      # OpenAI-compatible
+        #   token_env: LLM_API_TOKEN              # the variable holding the bearer token
+        #   image: registry.example.com/llm/server@sha256:<64 hex>
+        #   require_identity: true                # default: an unconfirmed model blocks
 
 Checks that need the target's hardware (a real generation) run only on a host that *is* the
 target; elsewhere they report ``unavailable``.
@@ -28,13 +38,16 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from modelreg import config, host
 from modelreg.errors import InvalidInput, TargetNotFound
 from modelreg.schemas.manifest import GoldenPrompt, first_error
+
+if TYPE_CHECKING:
+    from modelreg.deployed_unit import RuntimeFields
 
 GiB = 1 << 30
 NEURON_CORE_HBM_BYTES = 16 * GiB
@@ -76,6 +89,17 @@ class Target:
     # The golden suite every verify on this target runs: a suite file, or a built-in name
     # ("default-chat"). None: the record's golden prompts, else the Paris check.
     suite: str | None = None
+    # The deployed unit beside the record (modelreg.deployed_unit): a served OpenAI-compatible
+    # endpoint (base URL, no credentials) and the environment variable holding its bearer
+    # token; or the command that launches the runtime, with {model} and {port} placeholders,
+    # the flags it must not get and the build flags it must have; a pinned container image.
+    endpoint: str | None = None
+    token_env: str | None = None
+    require_identity: bool = True  # an endpoint whose model is not confirmed blocks
+    launch: tuple[str, ...] = ()
+    forbidden_flags: tuple[str, ...] = ()
+    required_build_flags: tuple[str, ...] = ()
+    image: str | None = None
 
     @property
     def hbm_bytes(self) -> int:
@@ -144,6 +168,13 @@ class _TargetSpec(BaseModel):
     verify_timeout_seconds: float | None = Field(default=None, gt=0, le=86400)
     trust: _TrustSpec = Field(default_factory=_TrustSpec)
     suite: str | None = Field(default=None, min_length=1)
+    endpoint: str | None = None
+    token_env: str | None = None
+    require_identity: bool | None = None
+    launch: list[str | int | float] | None = None
+    forbidden_flags: list[str] | None = None
+    required_build_flags: list[str] | None = None
+    image: str | None = None
 
 
 BUILTIN_SUITES = ("default-chat",)
@@ -152,6 +183,24 @@ BUILTIN_SUITES = ("default-chat",)
 def _relative_to(base: Path, value: str) -> str:
     """A path given in a targets file, resolved against the file's directory."""
     return str((base / Path(value).expanduser()).resolve())
+
+
+def _runtime_fields(path: Path, name: str, spec: _TargetSpec) -> RuntimeFields:
+    """The deployed-unit fields, validated; one line naming the target and field if not."""
+    from modelreg.deployed_unit import UnitFieldError, check_runtime_fields
+
+    try:
+        return check_runtime_fields(
+            endpoint=spec.endpoint,
+            token_env=spec.token_env,
+            require_identity=spec.require_identity,
+            launch=[str(arg) for arg in spec.launch] if spec.launch is not None else None,
+            forbidden_flags=spec.forbidden_flags,
+            required_build_flags=spec.required_build_flags,
+            image=spec.image,
+        )
+    except UnitFieldError as exc:
+        raise InvalidInput(f"{path}: targets.{name}.{exc.field}: {exc.message}", exc.hint) from None
 
 
 class _TargetsFile(BaseModel):
@@ -179,6 +228,7 @@ def _user_targets(path: Path) -> dict[str, Target]:
         is_local = any(fnmatch.fnmatch(me, pattern) for pattern in spec.hosts)
         # A target this host belongs to can read what it did not declare from the OS.
         memory = int(spec.memory_gib * GiB) if spec.memory_gib else None
+        served = _runtime_fields(path, name, spec)
         if memory is None and is_local and spec.kind == "cpu":
             memory = host.memory_total_bytes()
         targets[name] = Target(
@@ -205,6 +255,13 @@ def _user_targets(path: Path) -> dict[str, Target]:
             suite=spec.suite
             if spec.suite is None or spec.suite in BUILTIN_SUITES
             else _relative_to(path.parent, spec.suite),
+            endpoint=served.endpoint,
+            token_env=served.token_env,
+            require_identity=served.require_identity,
+            launch=served.launch,
+            forbidden_flags=served.forbidden_flags,
+            required_build_flags=served.required_build_flags,
+            image=served.image,
         )
     return targets
 

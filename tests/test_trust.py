@@ -491,3 +491,19 @@ def test_a_key_of_the_wrong_type_is_exit_2(cli, smollm2: Path, tmp_path: Path) -
     record = cli("add", smollm2, "--model-id", SMOL_ID)[1].strip()
     code, _, err = cli("verify", record, "--sign-key", key)
     assert code == 2 and "EC key" in err and "ed.pem" in err
+
+
+def test_a_new_image_digest_makes_evidence_stale(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = "registry.example.com/llm/server@sha256:" + "a" * 64
+    launch = "    launch: [run-server, --model, '{model}', --port, '{port}']\n"
+    spec = _targets(tmp_path, monkeypatch, _here("prod", f"    image: {image}\n{launch}"))
+    record = add_synthetic(registry, 1)
+    record_run(registry, record, "prod")
+    assert registry.deployability(record, "prod").deployable
+    spec.write_text(spec.read_text().replace("a" * 64, "b" * 64))
+    verdict = registry.deployability(record, "prod")
+    assert [r.code for r in verdict.reasons] == [ReasonCode.STALE_TARGET]
+    assert "deployed unit changed: image" in verdict.reasons[0].message
+    assert "b" * 64 in verdict.reasons[0].message

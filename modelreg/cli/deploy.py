@@ -19,7 +19,7 @@ from modelreg.cli.main import (
     app,
     registry,
 )
-from modelreg.cli.records import deployability_text
+from modelreg.cli.records import deployability_text, unit_text
 from modelreg.cli.render import emit, human_bytes, out, say, table
 from modelreg.errors import InvalidInput
 
@@ -54,6 +54,9 @@ def targets(ctx: typer.Context, json_out: JsonOption = False) -> int:
         for t in listed.targets
     ]
     print(table(rows, ["target", "kind", "memory", "cores", "here", "defined in", "description"]))
+    for t in listed.targets:
+        if t.unit:
+            out(f"{t.name}  unit: {unit_text(t.unit)}")
     return 0
 
 
@@ -244,6 +247,8 @@ def _deployed_lines(label: str, unit: DeployedOut) -> None:
         out(f"  verified  {verdict.verified_at:%Y-%m-%d %H:%M:%S} UTC on {unit.verified_on_host}")
     if unit.runtime:
         out("  runtime   " + ", ".join(f"{k} {v}" for k, v in sorted(unit.runtime.items())))
+    if unit.unit:
+        out("  unit      " + unit_text(unit.unit))
     if unit.answered:
         out(f"  answered  {unit.answered}")
     out(f"  location  {record.location}")
@@ -361,6 +366,8 @@ def status(
     for e in report.entries:
         for f in e.record.files:
             out(f"{e.record.record_id}  {f.path}  sha256:{f.sha256}  at {e.record.location}")
+        if e.unit:
+            out(f"{e.record.record_id}  on {e.target}: unit {unit_text(e.unit)}")
         if not e.deployability.deployable:
             for r in e.deployability.reasons:
                 out(

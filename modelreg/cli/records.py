@@ -303,6 +303,11 @@ def deployability_text(verdict: DeployabilityOut) -> str:
     return "NOT deployable — " + "; ".join(r.message for r in verdict.reasons)
 
 
+def unit_text(unit: dict[str, str]) -> str:
+    """A target's deployed unit on one line: ``image …; launch …; forbidden flags …``."""
+    return "; ".join(f"{key} {value}" for key, value in unit.items())
+
+
 def state_text(record: RecordOut) -> str:
     if record.state.state == "active":
         return "held (facts unknown)" if record.hold_reasons else "active"
@@ -337,6 +342,8 @@ def show(ctx: typer.Context, record_ref: RecordArg, json_out: JsonOption = False
         )
     for verdict in shown.deployability:
         out(f"on {verdict.target:<12} {deployability_text(verdict)}")
+    for target, unit in shown.units.items():
+        out(f"unit on {target:<9} {unit_text(unit)}")
     if shown.runs:
         out()
         rows = [

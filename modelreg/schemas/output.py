@@ -25,6 +25,12 @@ class Output(_Out):
     schema_version: Literal[1] = 1
 
 
+UNIT_DESCRIPTION = (
+    "The target's deployed unit beside the record: image, launch command, forbidden and "
+    "required build flags, endpoint (modelreg.deployed_unit; empty when it declares none)."
+)
+
+
 class ReasonOut(_Out):
     """Why something is not deployable: a stable code, a message, the command that fixes it."""
 
@@ -126,6 +132,11 @@ class ShowOutput(Output):
     production: list[PromotionOut] = Field(description="Where this record is production now.")
     deployability: list[DeployabilityOut]
     runs: list[RunOut]
+    units: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Per target it is production on or was verified on: the target's deployed "
+        "unit (image, launch command, flags, endpoint), when it declares one.",
+    )
 
 
 class ListItem(_Out):
@@ -174,6 +185,7 @@ class DeployedOut(_Out):
     verified_on_host: str | None
     runtime: dict[str, str] = Field(description="The runtime fingerprint of its latest run.")
     answered: list[str] = Field(description="Outputs of its latest generation check.")
+    unit: dict[str, str] = Field(default_factory=dict, description=UNIT_DESCRIPTION)
 
 
 class RejectedCandidate(_Out):
@@ -215,6 +227,7 @@ class StatusEntry(_Out):
     record: RecordOut
     deployability: DeployabilityOut
     promotion: PromotionOut
+    unit: dict[str, str] = Field(default_factory=dict, description=UNIT_DESCRIPTION)
 
 
 class GateOutput(_Out):
@@ -262,6 +275,7 @@ class TargetOut(_Out):
     origin: str
     cpu_flags: list[str] | None
     runtime: dict[str, str]
+    unit: dict[str, str] = Field(default_factory=dict, description=UNIT_DESCRIPTION)
 
 
 class TargetsOutput(Output):

@@ -81,8 +81,12 @@ def _prctl() -> Callable[..., int] | None:
     return prctl
 
 
-def _child_setup(memory_limit_bytes: int | None) -> Callable[[], None]:
-    """What the child does between fork and exec: die with its parent, limit its memory."""
+def _child_setup(
+    memory_limit_bytes: int | None, death_signal: int = signal.SIGKILL
+) -> Callable[[], None]:
+    """What the child does between fork and exec: die with its parent (``death_signal`` is
+    what the kernel sends it then; a child that must clean up asks for SIGTERM), limit its
+    memory."""
     prctl = _prctl()
     parent = os.getpid()
 
@@ -90,7 +94,7 @@ def _child_setup(memory_limit_bytes: int | None) -> Callable[[], None]:
         # A verify killed with SIGKILL cannot kill its children itself: the kernel does,
         # when the thread that started them exits (so start children from the main thread).
         if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
             if os.getppid() != parent:  # the parent died before prctl took effect
                 os.kill(os.getpid(), signal.SIGKILL)
         if memory_limit_bytes:

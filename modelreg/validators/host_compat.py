@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from modelreg.deployed_unit import serves_own_runtime
 from modelreg.manifests.fit import memory_fit, neuron_fit
 from modelreg.registry.tables import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
@@ -104,13 +105,19 @@ class HostCompatCheck:
         if flags is None:
             unknown.append(f"target {ctx.target.name} declares no cpu_flags")
             return
+        evidence["target_cpu_flags"] = sorted(flags)
+        if serves_own_runtime(ctx.target):
+            # The bundled llama.cpp does not serve on this target: probing it would judge the
+            # wrong build (and load the model for nothing). endpoint-smoke checks the build
+            # that serves against these flags.
+            evidence["runtime"] = "the target's own (launch / endpoint): see endpoint-smoke"
+            return
         report = llama_report(ctx)
         features = report.response.get("build_features")
         evidence["runtime"] = {
             "llama_cpp_python_version": report.response.get("llama_cpp_python_version"),
             "system_info": report.response.get("system_info"),
         }
-        evidence["target_cpu_flags"] = sorted(flags)
         if report.status == "no_runtime":
             unknown.append(report.response.get("message", "llama-cpp-python is not installed"))
         elif features is None:

@@ -1,0 +1,538 @@
+"""``endpoint-smoke``: the suite through the runtime that will serve, over HTTP.
+
+A target that declares ``launch`` gets its runtime started here (``launch.LaunchedRuntime``:
+127.0.0.1, a free port, the record's file — the bytes the digest check hashes), checked, and
+stopped. A target that declares ``endpoint`` gets its running server asked. Either way:
+
+1. what the server is: its model ids (``/v1/models``), what it reports about its build and
+   model (llama-server's ``/props``), and for a launch what the runtime printed about itself
+   (version, system info, compiled features) and the build flags it was configured with;
+2. **identity** (``identity.bind_identity``): the server must serve the record's model;
+3. the suite's prompts (``smoke.smoke_suite``: the golden prompts or the suite asked for),
+   streamed with greedy settings; time to first token and tokens/s from the stream; each
+   answer judged by ``judge`` (degenerate → stop → answer), OpenAI's ``finish_reason``
+   ``stop`` / ``length`` mapped onto ``FinishReason``.
+
+Outcomes: a forbidden flag in the launch is refused before anything starts (``fail``,
+``forbidden_flag``); a runtime that dies is ``crashed`` with its last log lines; a server
+that cannot be reached is ``unavailable`` with the error (never a pass); a model that is not
+the record's is ``identity_mismatch``, and one that cannot be told apart is
+``identity_unconfirmed`` (blocking unless the target sets ``require_identity: false``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from modelreg import host
+from modelreg.deployed_unit import deployed_unit, serves_own_runtime
+from modelreg.registry.tables import utcnow
+from modelreg.schemas.suite import (
+    Classification,
+    FinishReason,
+    Generation,
+    Resources,
+    Suite,
+    SuiteResult,
+)
+from modelreg.schemas.verification import CheckResult, Outcome
+from modelreg.validators.base import CheckContext, finish
+from modelreg.validators.identity import (
+    IdentityVerdict,
+    ServedModel,
+    bind_identity,
+    first_strings,
+    model_ids,
+)
+from modelreg.validators.judge import evaluate_suite
+from modelreg.validators.launch import (
+    LaunchedRuntime,
+    check_build_flags,
+    cmake_cache_flags,
+    fill_placeholders,
+    forbidden_in,
+    free_port,
+    runtime_facts,
+)
+from modelreg.validators.openai_client import (
+    Answer,
+    EndpointRejected,
+    EndpointTimeout,
+    EndpointUnavailable,
+    OpenAIClient,
+)
+from modelreg.validators.smoke import (
+    GOLDEN_SUITE_NAME,
+    describe_result,
+    failure_class,
+    smoke_memory_problem,
+    smoke_suite,
+)
+
+# /props fields worth keeping (the chat template is kept as its digest).
+PROPS_KEPT = ("model_path", "model_alias", "model_name", "build_info", "total_slots", "n_ctx")
+# Greedy decoding as the bundled check does it: temperature 0 and, for the llama.cpp family
+# (llama-server, ik_llama.cpp, llama-cpp-python — whose server defaults to a 1.1 repetition
+# penalty), no repetition penalty. A server that refuses the extension is asked again without.
+GREEDY = {"temperature": 0}
+LLAMA_CPP_GREEDY = {"repeat_penalty": 1.0}
+FINISH_REASONS = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH}
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    outcome: Outcome
+    summary: str
+    classification: str | None = None
+
+
+@dataclass
+class _Finding:
+    """One reason the check did not pass, in the order of how much it says."""
+
+    rank: int
+    classification: str
+    message: str
+
+
+def _loopback(url: str) -> bool:
+    hostname = urlsplit(url).hostname or ""
+    if hostname == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def model_argument(ctx: CheckContext) -> str:
+    """What ``{model}`` stands for: a GGUF's (first) weights file, else the directory that
+    holds the record's files (a transformers or Neuron checkpoint)."""
+    weights = sorted(f.path for f in ctx.record.manifest.files if f.role == "weights")
+    first = weights[0] if weights else ctx.record.manifest.files[0].path
+    path = ctx.files[first]
+    return str(path if ctx.record.format == "gguf" else path.parent)
+
+
+@dataclass
+class _EndpointRun:
+    """One endpoint-smoke run: the state its steps share."""
+
+    ctx: CheckContext
+    suite: Suite
+    started: datetime
+    evidence: dict[str, Any]
+    deadline: float
+    findings: list[_Finding] = field(default_factory=list)
+    identity: IdentityVerdict | None = None
+    runtime: LaunchedRuntime | None = None  # the launched runtime, when there is one
+
+    def done(self, verdict: _Verdict) -> CheckResult:
+        return finish(
+            EndpointSmoke.name,
+            self.started,
+            verdict.outcome,
+            verdict.summary,
+            self.evidence,
+            verdict.classification,
+        )
+
+    # -- a server that is already running -------------------------------------------------
+
+    def served(self, base_url: str) -> _Verdict:
+        target = self.ctx.target
+        token = None
+        if target.token_env is not None:
+            token = os.environ.get(target.token_env) or None
+            if token is None:
+                return _Verdict(
+                    Outcome.UNAVAILABLE,
+                    f"not run: the bearer token variable {target.token_env} (token_env of "
+                    f"target {target.name}) is not set here",
+                )
+        self.evidence["mode"] = "endpoint"
+        self.evidence["endpoint"] = base_url
+        client = OpenAIClient(base_url, token, self.deadline, trust_env=not _loopback(base_url))
+        try:
+            return self.exchange(client, remote=not _loopback(base_url), resources=Resources())
+        except EndpointUnavailable as exc:
+            return _Verdict(Outcome.UNAVAILABLE, f"not run: {exc}")
+        except EndpointTimeout as exc:
+            return _Verdict(Outcome.FAIL, f"{base_url}: {exc}", Classification.TIMEOUT)
+        finally:
+            self.evidence["requests"] = client.log
+            client.close()
+
+    # -- a runtime verify launches --------------------------------------------------------
+
+    def launched(self) -> _Verdict:
+        ctx, target = self.ctx, self.ctx.target
+        self.evidence["mode"] = "launch"
+        port = free_port()
+        values = {"model": model_argument(ctx), "port": str(port), "image": target.image or ""}
+        argv = fill_placeholders(target.launch, values)
+        launch: dict[str, Any] = {"argv": argv, "port": port}
+        self.evidence["launch"] = launch
+        forbidden = forbidden_in(argv, target.forbidden_flags)
+        if forbidden:
+            return _Verdict(
+                Outcome.FAIL,
+                f"refused to start {argv[0]}: the launch passes {', '.join(forbidden)}, which "
+                f"target {target.name} forbids (forbidden_flags)",
+                "forbidden_flag",
+            )
+        if not target.is_local:
+            return _Verdict(
+                Outcome.UNAVAILABLE,
+                f"not run: this host ({host.hostname()}) is not target {target.name}; its launch "
+                f"runs on its hosts ({', '.join(target.hosts) or 'none declared'})",
+            )
+        memory = smoke_memory_problem(ctx)
+        if memory is not None:
+            return _Verdict(Outcome.UNAVAILABLE, f"not run: {memory}")
+        runtime = LaunchedRuntime(argv, port, ctx.options.memory_limit_bytes)
+        self.runtime = runtime
+        client = OpenAIClient(runtime.base_url, None, self.deadline, trust_env=False)
+        try:
+            runtime.start()
+            return self._launched_run(runtime, client, launch)
+        except (EndpointUnavailable, EndpointTimeout) as exc:
+            if not runtime.running():
+                return self._crashed(runtime, "while it was being asked")
+            if isinstance(exc, EndpointTimeout):
+                return _Verdict(Outcome.FAIL, f"{argv[0]}: {exc}", Classification.TIMEOUT)
+            return _Verdict(Outcome.UNAVAILABLE, f"not run: {exc}")
+        finally:
+            launch["stopped"] = runtime.stop()
+            launch["log_tail"] = runtime.log_tail()
+            self.evidence["requests"] = client.log
+            client.close()
+            runtime.cleanup()
+
+    def _crashed(self, runtime: LaunchedRuntime, when: str) -> _Verdict:
+        tail = runtime.log_tail()
+        last = next((line for line in reversed(tail) if not line.startswith("modelreg-guard")), "")
+        detail = f"; last log line: {last[:200]}" if last else ""
+        return _Verdict(
+            Outcome.FAIL,
+            f"{runtime.argv[0]} {runtime.exit_status()} {when}{detail}",
+            Classification.CRASHED,
+        )
+
+    def _launched_run(
+        self, runtime: LaunchedRuntime, client: OpenAIClient, launch: dict[str, Any]
+    ) -> _Verdict:
+        target = self.ctx.target
+        ready = runtime.wait_ready(client.http, self.deadline)
+        launch["ready_ms"] = ready.ms
+        launch["ready_probe"] = ready.probe
+        if ready.status == "exited":
+            return self._crashed(runtime, "before it answered HTTP")
+        if ready.status == "timeout":
+            return _Verdict(
+                Outcome.FAIL,
+                f"{runtime.argv[0]} did not answer HTTP on 127.0.0.1:{runtime.port} within "
+                f"{self.ctx.timeout:g} s (last log line: {(runtime.log_tail(1) or [''])[0][:200]})",
+                Classification.TIMEOUT,
+            )
+        processes = runtime.processes()
+        launch["processes"] = [{"pid": p.pid, "argv": p.argv[:64]} for p in processes]
+        for process in processes:
+            forbidden = forbidden_in(process.argv, target.forbidden_flags)
+            if forbidden:
+                return _Verdict(
+                    Outcome.FAIL,
+                    f"process {process.pid} of the launch runs with {', '.join(forbidden)}, "
+                    f"which target {target.name} forbids: {' '.join(process.argv)[:300]}",
+                    "forbidden_flag",
+                )
+        facts = runtime_facts(runtime.log_lines())
+        self.evidence["runtime"] = facts
+        resources = Resources(load_ms=ready.ms)
+        verdict = self.exchange(client, remote=False, resources=resources)
+        if not runtime.running():
+            return self._crashed(runtime, "while it was being asked")
+        return verdict
+
+    def _build_findings(self, facts: dict[str, Any]) -> None:
+        """The launched build against the target: required build flags, and the CPU features
+        it was compiled for against the target's CPU flags."""
+        from modelreg.validators.cpu_features import missing_flags
+
+        target = self.ctx.target
+        observed = dict(facts.get("build_features") or {})
+        cmake, cache_path = cmake_cache_flags(target.launch[0]) if target.launch else ({}, None)
+        if cache_path is not None:
+            facts["cmake_cache"] = cache_path
+            facts["cmake_flags"] = {
+                k: v for k, v in cmake.items() if k.startswith(("GGML_", "LLAMA_", "CMAKE_BUILD"))
+            }
+        observed |= cmake
+        if target.required_build_flags:
+            results = check_build_flags(target.required_build_flags, observed)
+            facts["required_build_flags"] = {r.required: r.message for r in results}
+            for r in results:
+                if r.status == "mismatch":
+                    self.findings.append(_Finding(1, "build_flag_mismatch", r.message))
+                elif r.status == "unconfirmed":
+                    self.findings.append(
+                        _Finding(
+                            6,
+                            "build_flag_unconfirmed",
+                            f"{r.message} (looked at its startup log"
+                            + (f" and {cache_path}" if cache_path else ", no CMakeCache.txt")
+                            + ")",
+                        )
+                    )
+        features = [
+            name for name, value in (facts.get("build_features") or {}).items() if value == "1"
+        ]
+        flags = host.cpu_flags() if target.is_local else target.cpu_flags
+        if features and flags is not None:
+            missing = missing_flags(features, flags)
+            if missing:
+                self.findings.append(
+                    _Finding(
+                        2,
+                        "incompatible",
+                        f"the runtime was built for {', '.join(missing)}, which "
+                        f"{target.name} lacks",
+                    )
+                )
+
+    # -- what both share ------------------------------------------------------------------
+
+    def exchange(self, client: OpenAIClient, *, remote: bool, resources: Resources) -> _Verdict:
+        """Ask the server what it serves, bind its identity, run the suite, judge."""
+        status, models = client.get_json("/v1/models")
+        ids, sizes, params = model_ids(models) if status == 200 else ([], [], [])
+        props_status, props = client.get_json("/props")
+        served = ServedModel(model_ids=ids, sizes=sizes, n_params=params)
+        server: dict[str, Any] = {"models_status": status, "served_models": ids}
+        if props_status == 200 and isinstance(props, dict):
+            kept = {k: props[k] for k in PROPS_KEPT if isinstance(props.get(k), str | int)}
+            template = props.get("chat_template")
+            if isinstance(template, str) and template:
+                digest = hashlib.sha256(template.encode()).hexdigest()
+                kept["chat_template_sha256"] = digest
+                kept["chat_template_is_the_records"] = (
+                    digest == self.ctx.record.manifest.architecture.chat_template_sha256
+                )
+            server["props"] = kept
+            if isinstance(kept.get("model_path"), str):
+                served.model_path = str(kept["model_path"])
+        self.evidence["server"] = server
+        if self.runtime is not None:
+            facts = self.evidence.setdefault("runtime", {})
+            if isinstance(server.get("props", {}).get("build_info"), str):
+                facts.setdefault("build", server["props"]["build_info"])
+            self._build_findings(facts)
+
+        answers = self._ask(client, ids[0] if ids else None)
+        served.answered_as = first_strings(a.model for _, a in answers)
+        identity = bind_identity(self.ctx.record, self.ctx.files, served, remote=remote)
+        self.identity = identity
+        self.evidence["identity"] = {"status": identity.status, "message": identity.message}
+        self.evidence["identity"] |= identity.evidence
+        if identity.status == "mismatch":
+            self.findings.append(_Finding(0, "identity_mismatch", identity.message))
+        elif identity.status == "unconfirmed" and self.ctx.target.require_identity:
+            self.findings.append(
+                _Finding(
+                    5,
+                    "identity_unconfirmed",
+                    identity.message + f" (target {self.ctx.target.name} requires identity; set "
+                    "require_identity: false to accept)",
+                )
+            )
+        return self._judge(answers, resources)
+
+    def _ask(self, client: OpenAIClient, model_id: str | None) -> list[tuple[str, Answer]]:
+        has_template = self.ctx.record.manifest.architecture.chat_template_sha256 is not None
+        extensions: dict[str, Any] = dict(LLAMA_CPP_GREEDY)
+        sampling = self.evidence.setdefault("sampling", GREEDY | {"seed": self.ctx.options.seed})
+        sampling |= extensions
+        answers = []
+        for case in self.suite.cases:
+            chat = has_template if case.chat is None else case.chat
+            body: dict[str, Any] = {
+                "max_tokens": case.max_tokens,
+                **GREEDY,
+                "seed": self.ctx.options.seed,
+                "stream": True,
+            }
+            if model_id is not None:
+                body["model"] = model_id
+            if chat:
+                body["messages"] = [{"role": "user", "content": case.prompt}]
+                path = "/v1/chat/completions"
+            else:
+                body["prompt"] = case.prompt
+                path = "/v1/completions"
+            try:
+                answer = client.generate(path, body | extensions, chat)
+            except EndpointRejected as exc:
+                if not extensions:
+                    raise
+                sampling["extensions_refused"] = str(exc)
+                for key in extensions:
+                    sampling.pop(key, None)
+                extensions = {}
+                answer = client.generate(path, body, chat)
+            answers.append((case.id, answer))
+        return answers
+
+    def _judge(self, answers: list[tuple[str, Answer]], resources: Resources) -> _Verdict:
+        suite = self.suite
+        cases = {c.id: c for c in suite.cases}
+        has_template = self.ctx.record.manifest.architecture.chat_template_sha256 is not None
+        generations: dict[str, Generation] = {}
+        kept: list[dict[str, Any]] = []
+        for case_id, answer in answers:
+            case = cases[case_id]
+            chat = has_template if case.chat is None else case.chat
+            generations[case_id] = Generation(
+                case_id=case_id,
+                prompt=case.prompt,
+                output=answer.text,
+                chat=chat,
+                finish_reason=FINISH_REASONS.get(answer.finish_reason or ""),
+                prompt_tokens=answer.prompt_tokens,
+                completion_tokens=answer.completion_tokens,
+                max_tokens=case.max_tokens,
+                ttft_ms=answer.ttft_ms,
+                decode_ms=answer.decode_ms,
+            )
+            kept.append(
+                {
+                    "id": case_id,
+                    "prompt": case.prompt,
+                    "expect": case.expect.describe(),
+                    "mode": "chat" if chat else "completion",
+                    "output": answer.text,
+                    "finish_reason": answer.finish_reason,
+                    "max_tokens": case.max_tokens,
+                    "prompt_tokens": answer.prompt_tokens,
+                    "completion_tokens": answer.completion_tokens,
+                    "tokens_from": answer.tokens_from,
+                    "ttft_ms": answer.ttft_ms,
+                    "decode_ms": answer.decode_ms,
+                    "wall_ms": answer.wall_ms,
+                    "streamed": answer.streamed,
+                    "truncated": answer.truncated,
+                    "served_as": answer.model,
+                }
+                | ({"server_timings": answer.server_timings} if answer.server_timings else {})
+            )
+        figures = _speed(answers)
+        resources = resources.model_copy(update=figures)
+        if self.runtime is not None:
+            # The runtime's processes (its process group, without the guard): VmHWM summed.
+            peaks = [p.peak_rss_bytes for p in self.runtime.processes() if p.peak_rss_bytes]
+            if peaks:
+                resources = resources.model_copy(update={"peak_rss_bytes": sum(peaks)})
+        result = evaluate_suite(suite, generations, resources)
+        verdicts = {c.case_id: c for c in result.cases}
+        for generation in kept:
+            verdict = verdicts.get(generation["id"])
+            if verdict is not None:
+                generation["classification"] = verdict.classification
+                generation["reason"] = verdict.reason
+        self.evidence["generations"] = kept
+        self.evidence["resources"] = resources.model_dump(mode="json")
+        self.evidence["suite_result"] = result.model_dump(mode="json")
+        if not result.passed:
+            self.findings.append(_Finding(3, *self._suite_failure(result)))
+        return self._verdict(result, kept, resources)
+
+    def _suite_failure(self, result: SuiteResult) -> tuple[str, str]:
+        if self.suite.name == GOLDEN_SUITE_NAME and result.failing_cases:
+            first = result.failing_cases[0]
+            return first.classification, (
+                f"{first.classification}: {first.prompt!r} -> {first.output!r} "
+                f"({first.reason}; expected {first.expect.describe()})"
+            )
+        return failure_class(result), describe_result(result) + " — " + "; ".join(result.reasons)
+
+    def _verdict(
+        self, result: SuiteResult, generations: list[dict[str, Any]], resources: Resources
+    ) -> _Verdict:
+        speed = []
+        if resources.ttft_ms_max is not None:
+            speed.append(f"TTFT max {resources.ttft_ms_max:.0f} ms")
+        if resources.decode_tokens_per_s is not None:
+            speed.append(f"{resources.decode_tokens_per_s:.0f} tok/s")
+        if self.findings:
+            ordered = sorted(self.findings, key=lambda f: f.rank)
+            return _Verdict(
+                Outcome.FAIL, "; ".join(f.message for f in ordered), ordered[0].classification
+            )
+        if self.suite.name == GOLDEN_SUITE_NAME:
+            answered = "answered " + " | ".join(repr(g["output"]) for g in generations)
+        else:
+            answered = describe_result(result)
+        assert self.identity is not None
+        identity = (
+            f"model confirmed {self.identity.how}"
+            if self.identity.status == "confirmed"
+            else f"model NOT confirmed (require_identity: false): {self.identity.message}"
+        )
+        return _Verdict(
+            Outcome.PASS, f"{answered}; {identity}" + (f"; {', '.join(speed)}" if speed else "")
+        )
+
+
+def _speed(answers: list[tuple[str, Answer]]) -> dict[str, Any]:
+    """Run-level figures measured on the stream: TTFT, decode tokens/s (tokens after the
+    first over the time from the first to the last)."""
+    ttfts = [a.ttft_ms for _, a in answers if a.ttft_ms is not None]
+    tokens = sum(
+        (a.completion_tokens or 0) - 1
+        for _, a in answers
+        if a.decode_ms and (a.completion_tokens or 0) > 1
+    )
+    ms = sum(
+        a.decode_ms or 0.0 for _, a in answers if a.decode_ms and (a.completion_tokens or 0) > 1
+    )
+    return {
+        "ttft_ms_max": max(ttfts) if ttfts else None,
+        "ttft_ms_median": round(statistics.median(ttfts), 2) if ttfts else None,
+        "decode_tokens_per_s": round(tokens / (ms / 1000), 2) if tokens > 0 and ms > 0 else None,
+    }
+
+
+class EndpointSmoke:
+    name = "endpoint-smoke"
+
+    def run(self, ctx: CheckContext) -> CheckResult:
+        started = utcnow()
+        target = ctx.target
+        evidence: dict[str, Any] = {"deployed_unit": deployed_unit(target)}
+        suite = smoke_suite(ctx)
+        evidence["suite"] = {"name": suite.name, "digest": suite.digest()}
+        run = _EndpointRun(ctx, suite, started, evidence, time.monotonic() + ctx.timeout)
+        if not serves_own_runtime(target):
+            return run.done(
+                _Verdict(Outcome.SKIPPED, f"target {target.name} declares no launch or endpoint")
+            )
+        try:
+            import httpx  # noqa: F401
+        except ImportError:
+            return run.done(
+                _Verdict(
+                    Outcome.UNAVAILABLE,
+                    "not run: httpx is not installed (pip install 'modelreg[server]')",
+                )
+            )
+        if target.launch:
+            return run.done(run.launched())
+        assert target.endpoint is not None
+        return run.done(run.served(target.endpoint))
