@@ -1312,9 +1312,25 @@ class Registry:
 
     def fit(self, ref: str, target: str, **options: Any) -> FitOutput:
         """Will the record (or manifest file) fit ``target``'s memory? (``compile_host=True``:
-        can ``target`` compile this Neuron bundle?)"""
+        can ``target`` compile this Neuron bundle?) For a record verified there, the runtime's
+        measured peak RSS is shown beside the estimate."""
         name, manifest = self.manifest_of(ref)
-        return fit(name, manifest, self.target(target), **options)
+        report = fit(name, manifest, self.target(target), **options)
+        if name.startswith("r_") and not options.get("compile_host"):
+            measured = self._measured_peak(name, target)
+            if measured is not None:
+                from modelreg.manifests.fit_report import measured_line
+
+                report.lines.append(measured_line(*measured))
+        return report
+
+    def _measured_peak(self, record_id: str, target: str) -> tuple[int, str] | None:
+        """The peak RSS the runtime child of the record's latest run on ``target`` measured."""
+        for verification in reversed(self.store.latest_run(record_id, target)):
+            resources = verification.result.evidence.get("resources")
+            if isinstance(resources, dict) and isinstance(resources.get("peak_rss_bytes"), int):
+                return resources["peak_rss_bytes"], verification.run_id
+        return None
 
     # -- cards ---------------------------------------------------------------------------
 

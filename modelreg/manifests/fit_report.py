@@ -26,6 +26,16 @@ def _line(key: str, name: str, n: int | None, note: str = "") -> FitLine:
     return FitLine(key=key, name=name, sizes=sizes(n), note=note)
 
 
+def measured_line(peak_rss_bytes: int, run_id: str) -> FitLine:
+    """The runtime's measured peak beside the estimate (from a verify run's evidence)."""
+    return _line(
+        "measured_peak_rss",
+        "measured peak RSS",
+        peak_rss_bytes,
+        f"runtime child of run {run_id[:12]} (the estimate is weights + KV + overhead)",
+    )
+
+
 def fit_report(
     name: str,
     manifest: Manifest,

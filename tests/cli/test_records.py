@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import modelreg
 from tests.conftest import REPO
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -138,3 +142,21 @@ def test_e_label_holds_until_effective_is_declared(cli, tmp_path: Path) -> None:
     assert manifest["parameters"]["effective"]["value"] == 1_910_000_000
     code, _, err = cli(*args, "--effective-params", "5")
     assert code == 2 and "go together" in err
+
+
+def test_eight_processes_add_to_a_fresh_registry_at_once(db_url: str, smollm2: Path) -> None:
+    """Eight `modelreg add` processes against one fresh database (PostgreSQL: a new, empty
+    schema) at the same moment: every one exits 0, and there is one record and one add event."""
+    exe = Path(sys.executable).with_name("modelreg")
+    env = {**os.environ, "MODELREG_DATABASE_URL": db_url}
+    args = [str(exe), "add", str(smollm2), "--model-id", SMOL_ID, "--source", SMOL_SOURCE]
+    processes = [
+        subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
+    outputs = [p.communicate(timeout=300) for p in processes]
+    assert [p.returncode for p in processes] == [0] * 8, [err for _, err in outputs]
+    assert len({out.strip() for out, _ in outputs}) == 1
+    registry = modelreg.open(db_url)
+    assert len(registry.records().records) == 1
+    assert [e.kind for e in registry.history(SMOL_ID).events] == ["add"]
