@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -194,7 +194,7 @@ def counting_run(
             )
         ]
     ordered = sorted(
-        candidates, key=lambda r: r.finished_at or datetime.min.replace(tzinfo=None), reverse=True
+        candidates, key=lambda r: r.finished_at or datetime.min.replace(tzinfo=UTC), reverse=True
     )
     if trust.verifier_keys is None:
         local = [r for r in ordered if r.origin == "local"]

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         DeployedOut,
         RollbackOutput,
         StateChangeOutput,
+        StatusOutput,
         VerifyOutput,
     )
 
@@ -311,6 +312,13 @@ def status(
 ) -> int:
     """What runs where: model × target → production record, files, deployable now / stale /
     held, promoted when, by whom, why."""
+    if model is None and target is None and expect_sha256 is None:
+        # An empty registry is answered from SQLite directly: no ORM to import for "nothing".
+        from modelreg import config
+        from modelreg.registry.quick import nothing_in_production
+
+        if nothing_in_production(config.database_url(ctx.obj.get("db") if ctx.obj else None)):
+            return _status_report(_empty_status(), json_out)
     api = registry(ctx)
     if expect_sha256 is not None:
         if model is None or target is None:
@@ -331,7 +339,16 @@ def status(
                 if r.hint:
                     say(f"  fix: {r.hint}")
         return 0 if gate.passed else 1
-    report = api.status(model, target)
+    return _status_report(api.status(model, target), json_out)
+
+
+def _empty_status() -> StatusOutput:
+    from modelreg.schemas.output import StatusOutput
+
+    return StatusOutput(entries=[])
+
+
+def _status_report(report: StatusOutput, json_out: bool) -> int:
     if json_out:
         emit(report)
         return 0
