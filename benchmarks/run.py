@@ -16,6 +16,7 @@ from benchmarks import (
     bench_registry,
     bench_safetensors,
     bench_suite,
+    bench_trust,
     bench_verify,
 )
 from modelreg import host
@@ -73,6 +74,7 @@ def main() -> None:
     results: list[dict[str, Any]] = [bench_gguf_header.run()]
     results += bench_digest.run()
     results += bench_verify.run()
+    results += bench_trust.run()
     results += bench_suite.run()
     results += bench_endpoint.run()
     results += bench_safetensors.run()

@@ -40,7 +40,6 @@ from modelreg.errors import (
     TargetNotFound,
 )
 from modelreg.fingerprint import Fingerprint, runtime_fingerprint
-from modelreg.registry.store import Locked, Promotion, Record, Store, StoredFile, Verification
 from modelreg.rules import (
     Deployability,
     Reason,
@@ -89,7 +88,17 @@ from modelreg.schemas.output import (
 )
 
 if TYPE_CHECKING:
+    # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
+    # imported: `modelreg inspect` needs no database.
     from modelreg.manifests.build import BuiltArtifact
+    from modelreg.registry.store import (
+        Locked,
+        Promotion,
+        Record,
+        Store,
+        StoredFile,
+        Verification,
+    )
     from modelreg.schemas.manifest import HostRun, Manifest
     from modelreg.schemas.suite import Suite
     from modelreg.schemas.verification import CheckResult
@@ -112,6 +121,7 @@ def open(url: str | None = None, *, targets_file: Path | None = None) -> Registr
     from sqlalchemy.exc import DBAPIError
 
     from modelreg.registry.db import create_registry_engine, prepare
+    from modelreg.registry.store import Store
 
     resolved = config.database_url(url)
     engine = create_registry_engine(resolved)
