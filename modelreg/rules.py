@@ -263,7 +263,7 @@ def judge(
     target: str,
     hold_reasons: Sequence[str],
     state: RecordState,
-    runs: Sequence[StoredRun] | Sequence[CheckVerdict],
+    runs: Sequence[StoredRun],
     fingerprint: Fingerprint | Callable[[StoredRun], Fingerprint] | None,
     trust: TrustPolicy = TRUST_LOCAL,
     file_digests: dict[str, str] | None = None,
@@ -283,8 +283,7 @@ def judge(
         )
     elif state.state is RecordStateKind.RETIRED:
         reasons.append(Reason(ReasonCode.RETIRED, f"retired: {state.reason}"))
-    stored = _as_runs(runs)
-    run, trust_reasons = counting_run(record_id, target, stored, trust, file_digests)
+    run, trust_reasons = counting_run(record_id, target, runs, trust, file_digests)
     reasons += trust_reasons
     if run is None or not run.checks:
         if not trust_reasons:
@@ -327,16 +326,6 @@ def judge(
         run.run_id,
         run.finished_at,
     )
-
-
-def _as_runs(runs: Sequence[StoredRun] | Sequence[CheckVerdict]) -> list[StoredRun]:
-    """Callers with only the check verdicts of one local run (tests, old callers)."""
-    if not runs:
-        return []
-    if isinstance(runs[0], StoredRun):
-        return [r for r in runs if isinstance(r, StoredRun)]
-    checks = tuple(r for r in runs if isinstance(r, CheckVerdict))
-    return [StoredRun(checks[0].run_id, checks)]
 
 
 def target_undefined(record_id: str, target: str) -> Deployability:

@@ -15,17 +15,19 @@ from modelreg.rules import (
     ReasonCode,
     RecordState,
     RecordStateKind,
+    StoredRun,
 )
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 FP = {"llama-cpp-python": "0.3.36"}
 
 
-def _run(*outcomes: str, fingerprint: dict[str, str] | None = None) -> list[CheckVerdict]:
-    return [
+def _run(*outcomes: str, fingerprint: dict[str, str] | None = None) -> list[StoredRun]:
+    checks = tuple(
         CheckVerdict(f"check{i}", True, outcome, None, NOW, "run1", fingerprint or FP)
         for i, outcome in enumerate(outcomes)
-    ]
+    )
+    return [StoredRun("run1", checks)] if checks else []
 
 
 def _codes(verdict: rules.Deployability) -> list[ReasonCode]:
@@ -62,7 +64,7 @@ def test_a_passing_current_run_is_deployable() -> None:
 def test_every_reason_code(
     hold_reasons: list[str],
     state: RecordState,
-    run: list[CheckVerdict],
+    run: list[StoredRun],
     fingerprint: dict[str, str],
     code: ReasonCode,
 ) -> None:

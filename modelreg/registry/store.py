@@ -804,12 +804,6 @@ class Store:
         with self._session() as session:
             return session.get(RunRow, run_id)
 
-    def runs_of(self, record_id: str) -> dict[str, RunRow]:
-        """run id -> where the run came from and its signature, for one record."""
-        with self._session() as session:
-            rows = session.exec(select(RunRow).where(RunRow.record_id == record_id))
-            return {row.run_id: row for row in rows}
-
     # -- artifact signatures and suites ---------------------------------------------------
 
     def add_artifact_signature(
