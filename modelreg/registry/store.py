@@ -27,12 +27,16 @@ from sqlmodel import Session, col, func, select
 
 from modelreg.errors import AmbiguousRecord, InvalidInput, ModelNotFound, RecordNotFound
 from modelreg.registry.tables import (
+    ApiTokenRow,
     EventRow,
+    ImportedRunRow,
     ModelRow,
     PromotionRow,
     RecordFileRow,
+    RecordLocationRow,
     RecordRow,
     RecordStateRow,
+    TargetRow,
     VerificationRow,
     utcnow,
 )
@@ -188,6 +192,76 @@ class Event:
             row.target,
             row.why,
             json.loads(row.detail_json),
+        )
+
+
+@dataclass(frozen=True)
+class StoredTarget:
+    """A target definition shared through the registry (the YAML entry, as a dict)."""
+
+    name: str
+    spec: dict[str, Any]
+    spec_sha256: str
+    defined_at: datetime
+    defined_by: str
+
+
+@dataclass(frozen=True)
+class StoredLocation:
+    url: str
+    added_at: datetime
+    added_by: str
+
+
+@dataclass(frozen=True)
+class StoredToken:
+    name: str
+    role: str
+    created_at: datetime
+    created_by: str
+    revoked_at: datetime | None
+    revoked_by: str | None
+
+    @classmethod
+    def from_row(cls, row: ApiTokenRow) -> StoredToken:
+        return cls(
+            row.name,
+            row.role,
+            aware(row.created_at),
+            row.created_by,
+            aware(row.revoked_at) if row.revoked_at else None,
+            row.revoked_by,
+        )
+
+
+@dataclass(frozen=True)
+class ImportedRun:
+    """A run uploaded over HTTP: kept, shown, never counted by the rules."""
+
+    run_id: str
+    record_id: str
+    target: str
+    host: str
+    fingerprint: dict[str, str]
+    checks: list[CheckResult]
+    signature: str | None
+    trust: str
+    uploaded_at: datetime
+    uploaded_by: str
+
+    @classmethod
+    def from_row(cls, row: ImportedRunRow) -> ImportedRun:
+        return cls(
+            row.run_id,
+            row.record_id,
+            row.target,
+            row.host,
+            json.loads(row.fingerprint_json),
+            [CheckResult.model_validate(c) for c in json.loads(row.checks_json)],
+            row.signature,
+            row.trust,
+            aware(row.uploaded_at),
+            row.uploaded_by,
         )
 
 
@@ -703,3 +777,221 @@ class Store:
                 select(EventRow).where(EventRow.model_id == model_id).order_by(col(EventRow.id))
             ).all()
             return [Event.from_row(r) for r in rows]
+
+    # -- shared targets ------------------------------------------------------------------
+
+    def target_specs(self) -> list[StoredTarget]:
+        """Every target defined in the registry, by name."""
+        with self._session() as session:
+            rows = session.exec(select(TargetRow).order_by(col(TargetRow.name))).all()
+            return [
+                StoredTarget(
+                    r.name,
+                    json.loads(r.spec_json),
+                    r.spec_sha256,
+                    aware(r.defined_at),
+                    r.defined_by,
+                )
+                for r in rows
+            ]
+
+    def define_targets(
+        self, specs: dict[str, dict[str, Any]], actor: str, origin: str
+    ) -> dict[str, str]:
+        """Store target definitions in one transaction; returns name -> "added", "replaced"
+        or "unchanged". Each change is a ``target-define`` event (who, from which file, the
+        definition's digest and the one it replaced)."""
+        import hashlib
+
+        changes: dict[str, str] = {}
+        with self._session() as session:
+            for name, spec in sorted(specs.items()):
+                spec_json = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+                digest = hashlib.sha256(spec_json.encode()).hexdigest()
+                row = session.get(TargetRow, name)
+                if row is not None and row.spec_sha256 == digest:
+                    changes[name] = "unchanged"
+                    continue
+                previous = row.spec_sha256 if row is not None else None
+                if row is None:
+                    row = TargetRow(
+                        name=name,
+                        spec_json=spec_json,
+                        spec_sha256=digest,
+                        defined_at=utcnow(),
+                        defined_by=actor,
+                    )
+                else:
+                    row.spec_json, row.spec_sha256 = spec_json, digest
+                    row.defined_at, row.defined_by = utcnow(), actor
+                session.add(row)
+                session.add(
+                    event_row(
+                        "target-define",
+                        actor,
+                        target=name,
+                        detail={
+                            "from": origin,
+                            "spec_sha256": digest,
+                            "replaced_sha256": previous,
+                            "spec": spec,
+                        },
+                    )
+                )
+                changes[name] = "replaced" if previous else "added"
+            session.commit()
+        return changes
+
+    def remove_target(self, name: str, actor: str, why: str | None) -> bool:
+        """Delete a shared target definition (and say so in the event log); False when there
+        was none. Evidence gathered on it stays and reads "target no longer defined"."""
+        with self._session() as session:
+            row = session.get(TargetRow, name)
+            if row is None:
+                return False
+            session.delete(row)
+            session.add(
+                event_row(
+                    "target-remove",
+                    actor,
+                    target=name,
+                    why=why,
+                    detail={"spec_sha256": row.spec_sha256, "spec": json.loads(row.spec_json)},
+                )
+            )
+            session.commit()
+        return True
+
+    # -- locations -----------------------------------------------------------------------
+
+    def locations(self, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
+        """record id -> where its bytes can be fetched, in the order they were added."""
+        found: dict[str, list[StoredLocation]] = {i: [] for i in record_ids}
+        loc = RecordLocationRow
+        with self._session() as session:
+            for chunk in _chunks(list(record_ids)):
+                rows = session.exec(
+                    select(loc).where(col(loc.record_id).in_(chunk)).order_by(col(loc.id))
+                ).all()
+                for row in rows:
+                    found[row.record_id].append(
+                        StoredLocation(row.url, aware(row.added_at), row.added_by)
+                    )
+        return found
+
+    def add_locations(self, record: Record, urls: Sequence[str], actor: str) -> list[str]:
+        """Add locations (already validated) to a record; returns those that were new. One
+        ``locate`` event per call that adds any, in the model's locked transaction."""
+        loc = RecordLocationRow
+        with self.locked(record.model_id) as tx:
+            known = set(tx.session.exec(select(loc.url).where(loc.record_id == record.id)).all())
+            added = [u for u in dict.fromkeys(urls) if u not in known]
+            now = utcnow()
+            for url in added:
+                tx.session.add(loc(record_id=record.id, url=url, added_at=now, added_by=actor))
+            if added:
+                tx.event("locate", actor, record.id, None, None, {"added": added})
+        return added
+
+    # -- API tokens ----------------------------------------------------------------------
+
+    def create_token(self, name: str, role: str, secret_sha256: str, actor: str) -> StoredToken:
+        """Store a new token (its secret's digest only). Names are never reused."""
+        with self._session() as session:
+            if session.exec(select(ApiTokenRow).where(ApiTokenRow.name == name)).first():
+                raise InvalidInput(
+                    f"a token named {name!r} exists (or existed: names are never reused, so "
+                    "history stays unambiguous)",
+                    "choose another name; see: modelreg token list",
+                )
+            row = ApiTokenRow(
+                name=name,
+                role=role,
+                secret_sha256=secret_sha256,
+                created_at=utcnow(),
+                created_by=actor,
+            )
+            session.add(row)
+            session.add(event_row("token-create", actor, detail={"name": name, "role": role}))
+            session.commit()
+            return StoredToken.from_row(row)
+
+    def tokens(self) -> list[StoredToken]:
+        with self._session() as session:
+            rows = session.exec(select(ApiTokenRow).order_by(col(ApiTokenRow.name))).all()
+            return [StoredToken.from_row(r) for r in rows]
+
+    def token_by_secret(self, secret_sha256: str) -> StoredToken | None:
+        with self._session() as session:
+            row = session.exec(
+                select(ApiTokenRow).where(ApiTokenRow.secret_sha256 == secret_sha256)
+            ).first()
+            return StoredToken.from_row(row) if row else None
+
+    def revoke_token(self, name: str, actor: str) -> StoredToken | None:
+        """Revoke a token by name (a no-op for one already revoked); None when unknown."""
+        with self._session() as session:
+            row = session.exec(select(ApiTokenRow).where(ApiTokenRow.name == name)).first()
+            if row is None:
+                return None
+            if row.revoked_at is None:
+                row.revoked_at, row.revoked_by = utcnow(), actor
+                session.add(row)
+                session.add(event_row("token-revoke", actor, detail={"name": name}))
+                session.commit()
+            return StoredToken.from_row(row)
+
+    # -- imported runs -------------------------------------------------------------------
+
+    def save_imported_run(
+        self,
+        record: Record,
+        target: str,
+        host: str,
+        fingerprint: dict[str, str],
+        checks: Sequence[CheckResult],
+        signature: str | None,
+        trust: str,
+        actor: str,
+    ) -> str:
+        """Keep an uploaded run apart from the evidence the rules read, with its event."""
+        run_id = uuid.uuid4().hex
+        with self.locked(record.model_id) as tx:
+            tx.session.add(
+                ImportedRunRow(
+                    run_id=run_id,
+                    record_id=record.id,
+                    target=target,
+                    host=host,
+                    fingerprint_json=json.dumps(fingerprint, sort_keys=True),
+                    checks_json=json.dumps([c.model_dump(mode="json") for c in checks]),
+                    signature=signature,
+                    trust=trust,
+                    uploaded_at=utcnow(),
+                    uploaded_by=actor,
+                )
+            )
+            tx.event(
+                "upload-run",
+                actor,
+                record.id,
+                target,
+                None,
+                {
+                    "run_id": run_id,
+                    "trust": trust,
+                    "host": host,
+                    "signed": signature is not None,
+                    "checks": {c.check: c.outcome.value for c in checks},
+                },
+            )
+        return run_id
+
+    def imported_runs(self, record_id: str) -> list[ImportedRun]:
+        with self._session() as session:
+            rows = session.exec(
+                select(ImportedRunRow)
+                .where(ImportedRunRow.record_id == record_id)
+                .order_by(col(ImportedRunRow.id))
+            ).all()
+            return [ImportedRun.from_row(r) for r in rows]

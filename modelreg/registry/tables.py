@@ -136,3 +136,71 @@ class EventRow(SQLModel, table=True):
     target: str | None = Field(default=None, max_length=100)
     why: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     detail_json: str = Field(default="{}", sa_column=Column(Text, nullable=False))
+
+
+# -- the team service (migration 0005) ------------------------------------------------------
+
+
+class TargetRow(SQLModel, table=True):
+    """A shared target definition (``modelreg targets add``): everyone using this registry
+    sees the same one. ``spec_json`` is the validated YAML entry, as JSON."""
+
+    __tablename__ = "targets"
+
+    name: str = Field(primary_key=True, max_length=100)
+    spec_json: str = Field(sa_column=Column(Text, nullable=False))
+    spec_sha256: str = Field(max_length=64)
+    defined_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    defined_by: str = Field(max_length=200)
+
+
+class RecordLocationRow(SQLModel, table=True):
+    """A URL a record's bytes can be fetched from (file://host/path, hf://, s3://, oci://)."""
+
+    __tablename__ = "record_locations"
+    __table_args__ = (Index("uq_record_locations_url", "record_id", "url", unique=True),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    record_id: str = Field(foreign_key="records.id", max_length=32)
+    url: str = Field(max_length=2000)
+    added_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    added_by: str = Field(max_length=200)
+
+
+class ApiTokenRow(SQLModel, table=True):
+    """A bearer token of the HTTP API. Only the sha256 of the secret is kept; its name is the
+    actor of every event it causes, so names are never reused (revoked tokens keep theirs)."""
+
+    __tablename__ = "api_tokens"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, max_length=100)
+    role: str = Field(max_length=16)  # reader, verifier, releaser
+    secret_sha256: str = Field(unique=True, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    created_by: str = Field(max_length=200)
+    revoked_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+    revoked_by: str | None = Field(default=None, max_length=200)
+
+
+class ImportedRunRow(SQLModel, table=True):
+    """A verification run uploaded over HTTP. Kept apart from ``verifications`` on purpose:
+    nothing here is read by the deployability rules, so an unsigned upload is evidence to look
+    at, never evidence that makes a record deployable."""
+
+    __tablename__ = "imported_runs"
+    __table_args__ = (Index("ix_imported_runs_record_target", "record_id", "target", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(unique=True, max_length=32)
+    record_id: str = Field(foreign_key="records.id", max_length=32)
+    target: str = Field(max_length=100)
+    host: str = Field(max_length=200)
+    fingerprint_json: str = Field(sa_column=Column(Text, nullable=False))
+    checks_json: str = Field(sa_column=Column(Text, nullable=False))
+    signature: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    trust: str = Field(max_length=16)  # "untrusted" (unsigned or unchecked signature)
+    uploaded_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    uploaded_by: str = Field(max_length=200)
