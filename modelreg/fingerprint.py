@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,13 +39,30 @@ _PACKAGES = {
     ),
 }
 _LLAMA_LIBS = ("libllama.so", "libggml-cpu.so", "libggml-base.so", "libggml.so")
+_VERSIONS: dict[tuple[object, ...], str] = {}
+_LIBRARY_DIGESTS: dict[tuple[tuple[str, int, int, int], ...], str] = {}
 
 
 def _version(package: str) -> str:
+    # importlib.metadata scans every sys.path entry (~1 ms). Installing, upgrading or removing
+    # a package adds or removes a dist-info directory, which changes the mtime of its
+    # sys.path entry: the answer is reused only while no entry has changed.
+    key = (package, *(_mtime(entry) for entry in sys.path))
+    if key not in _VERSIONS:
+        if len(_VERSIONS) > 64:
+            _VERSIONS.clear()
+        try:
+            _VERSIONS[key] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            _VERSIONS[key] = "not installed"
+    return _VERSIONS[key]
+
+
+def _mtime(entry: str) -> int:
     try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
+        return os.stat(entry or ".").st_mtime_ns
+    except OSError:
+        return -1
 
 
 def _digest(parts: list[bytes]) -> str:
@@ -60,7 +79,16 @@ def llama_build_digest() -> str:
         return "not installed"
     lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
     found = [lib / name for name in _LLAMA_LIBS if (lib / name).is_file()]
-    return _digest([p.read_bytes() for p in found]) if found else "not found"
+    if not found:
+        return "not found"
+    # Hashing the libraries takes ~8 ms; a long-lived server asks on every status request.
+    # Keyed by each file's identity and modification, so a reinstall or rebuild (a new file,
+    # a new mtime or size) is seen at once: evidence still expires with its runtime.
+    key = tuple((str(p), s.st_ino, s.st_size, s.st_mtime_ns) for p in found for s in [p.stat()])
+    if key not in _LIBRARY_DIGESTS:
+        _LIBRARY_DIGESTS.clear()
+        _LIBRARY_DIGESTS[key] = _digest([p.read_bytes() for p in found])
+    return _LIBRARY_DIGESTS[key]
 
 
 def flags_digest(flags: frozenset[str]) -> str:
