@@ -30,11 +30,22 @@ from modelreg.errors import (
     ModelNotFound,
     NoRollbackCandidate,
     NotDeployable,
+    NotFound,
     RecordNotFound,
     TargetNotFound,
+    Unauthorized,
 )
 from modelreg.fingerprint import Fingerprint, runtime_fingerprint
-from modelreg.registry.store import Locked, Promotion, Record, Store, StoredFile, Verification
+from modelreg.registry.store import (
+    ImportedRun,
+    Locked,
+    Promotion,
+    Record,
+    Store,
+    StoredFile,
+    StoredToken,
+    Verification,
+)
 from modelreg.rules import (
     CheckVerdict,
     Deployability,
@@ -53,14 +64,21 @@ from modelreg.schemas.output import (
     DiffSection,
     EventOut,
     ExportOutput,
+    FetchedFileOut,
+    FetchOutput,
+    FetchProblem,
     FileOut,
     FitOutput,
     GateOutput,
     HistoryOutput,
+    ImportedRunOut,
+    ImportedRunsOutput,
     ImportOutput,
     InspectOutput,
     ListItem,
     ListOutput,
+    LocationOut,
+    LocationsOutput,
     PromoteOutput,
     PromotionOut,
     ReasonOut,
@@ -74,7 +92,13 @@ from modelreg.schemas.output import (
     StatusEntry,
     StatusOutput,
     TargetOut,
+    TargetsChangeOutput,
     TargetsOutput,
+    TokenCreateOutput,
+    TokenOut,
+    TokenRevokeOutput,
+    TokensOutput,
+    UploadRunOutput,
     VerifyOutput,
     VerifyStaleOutput,
 )
@@ -82,11 +106,14 @@ from modelreg.schemas.output import (
 if TYPE_CHECKING:
     from modelreg.manifests.build import BuiltArtifact
     from modelreg.schemas.manifest import Manifest
+    from modelreg.schemas.verification import CheckResult
     from modelreg.targets import Target
     from modelreg.validators.base import VerifyOptions
     from modelreg.validators.child import RuntimeChild
 
 _SHA256_RE = re.compile(r"[0-9a-fA-F]{64}")
+_TARGET_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_MAX_UPLOADED_CHECKS = 100
 _RECORD_ID_RE = re.compile(r"r_[0-9a-f]{4,}")
 
 
@@ -252,15 +279,27 @@ def event_summary(kind: str, detail: dict[str, Any]) -> str:
         return f"was {previous}" if previous else "first production record"
     if kind == "add" and detail.get("hold_reasons"):
         return f"on hold: {'; '.join(detail['hold_reasons'])}"
+    if kind == "locate":
+        return "can be fetched from " + ", ".join(detail.get("added", []))
+    if kind == "upload-run":
+        checks = ", ".join(f"{c}={o}" for c, o in sorted(detail.get("checks", {}).items()))
+        return f"imported run from {detail.get('host')} ({checks}): untrusted, not counted"
     if kind == "hold" and detail.get("rolled_back_to"):
         return f"rolled back from (to {detail['rolled_back_to']} on {detail.get('target')})"
     return ""
 
 
 def targets(targets_file: Path | None = None) -> TargetsOutput:
-    """Every target: this host (cpu), the Inferentia2 profiles, user-defined ones."""
+    """Every target known without a registry: this host (cpu), the Inferentia2 profiles and
+    the local targets file (``Registry.targets`` adds the registry's shared ones)."""
     from modelreg.targets import all_targets
 
+    return targets_output(all_targets(targets_file))
+
+
+def targets_output(found: dict[str, Target]) -> TargetsOutput:
+    """Targets as the output contract shows them, with their origin (builtin, registry,
+    local:PATH)."""
     return TargetsOutput(
         targets=[
             TargetOut(
@@ -275,7 +314,7 @@ def targets(targets_file: Path | None = None) -> TargetsOutput:
                 cpu_flags=sorted(t.cpu_flags) if t.cpu_flags is not None else None,
                 runtime=dict(t.runtime),
             )
-            for t in all_targets(targets_file).values()
+            for t in found.values()
         ]
     )
 
@@ -323,20 +362,23 @@ class Registry:
     # -- targets -------------------------------------------------------------------------
 
     def all_targets(self) -> dict[str, Target]:
+        """Every target, merged in one place: built in, shared through the registry
+        (``targets add``), and the local targets file as an overlay labelled ``local:PATH``."""
         from modelreg.targets import all_targets
 
-        return all_targets(self.targets_file)
+        shared = {t.name: t.spec for t in self.store.target_specs()}
+        return all_targets(self.targets_file, shared)
 
     def target(self, name: str) -> Target:
-        """A target by name (built in, or from the targets file); resolved once per call."""
+        """A target by name (built in, shared, or local); resolved once per call."""
         found = self.all_targets()
         if name not in found:
             raise TargetNotFound(name, sorted(found))
         return found[name]
 
     def targets(self) -> TargetsOutput:
-        """Every target: built in, and from the targets file."""
-        return targets(self.targets_file)
+        """Every target: built in, shared through the registry, and local."""
+        return targets_output(self.all_targets())
 
     @staticmethod
     def _fingerprints() -> Callable[[Target, str], Fingerprint]:
@@ -357,6 +399,10 @@ class Registry:
     def get(self, ref: str) -> Record:
         """A record by id or unique id prefix."""
         return self.store.get(ref)
+
+    def models(self) -> list[str]:
+        """Every model id with at least one record, sorted."""
+        return self.store.model_ids()
 
     def _record_out(self, record: Record) -> RecordOut:
         files = self.store.files([record.id])[record.id]
@@ -385,18 +431,70 @@ class Registry:
         )
 
     def add(
-        self, paths: Sequence[str | Path], *, actor: str | None = None, **options: Any
+        self,
+        paths: Sequence[str | Path],
+        *,
+        actor: str | None = None,
+        locations: Sequence[str] = (),
+        **options: Any,
     ) -> AddOutput:
         """Record an artifact (idempotent: the same facts are the same record). Options are
-        those of ``modelreg.inspect``."""
+        those of ``modelreg.inspect``. ``locations``: URLs its bytes can also be fetched from;
+        this host's ``file://`` path (or, for ``hf://`` adds, the pinned revision) is recorded
+        with them."""
+        from modelreg.locations import file_url, parse_location
+
+        given = [parse_location(url).url for url in locations]  # refuse before hashing
         built = inspect(paths, **options)
-        record, created = self.store.add(
-            built.manifest, built.root, actor or config.actor(), built.resolution
+        actor = actor or config.actor()
+        record, created = self.store.add(built.manifest, built.root, actor, built.resolution)
+        here = (
+            record.manifest.source
+            if built.resolution is not None and record.manifest.source
+            else file_url(built.root)
         )
+        self.store.add_locations(record, [here, *given], actor)
         return AddOutput(
             created=created,
             record=self._record_out(record),
             manifest=record.manifest.model_dump(mode="json"),
+            locations=[loc.url for loc in self.store.locations([record.id])[record.id]],
+        )
+
+    def add_manifest(
+        self,
+        manifest: dict[str, Any],
+        *,
+        record_id: str | None = None,
+        locations: Sequence[str] = (),
+        actor: str | None = None,
+    ) -> AddOutput:
+        """Record a manifest produced elsewhere (``modelreg inspect --json`` on the build
+        host), with the locations its bytes can be fetched from. The manifest is validated
+        like an import; ``record_id``, when given, must be the id its facts give (a manifest
+        edited after inspect is refused). The record's add path is the first ``file://``
+        location's path, else ``.``: ``verify`` then needs ``--path``."""
+        from modelreg.locations import parse_location
+        from modelreg.schemas.manifest import load_manifest
+
+        parsed = load_manifest(manifest, origin="manifest")
+        if record_id is not None and record_id != parsed.record_id:
+            raise InvalidInput(
+                f"record_id {record_id[:40]!r} is not the id of this manifest's facts "
+                f"({parsed.record_id})",
+                "send the output of modelreg inspect --json unchanged",
+            )
+        urls = [parse_location(url) for url in locations]
+        root = next((Path(u.path) for u in urls if u.scheme == "file"), Path("."))
+        actor = actor or config.actor()
+        record, created = self.store.add(parsed, root, actor, {"from": "manifest"})
+        if urls:
+            self.store.add_locations(record, [u.url for u in urls], actor)
+        return AddOutput(
+            created=created,
+            record=self._record_out(record),
+            manifest=record.manifest.model_dump(mode="json"),
+            locations=[loc.url for loc in self.store.locations([record.id])[record.id]],
         )
 
     # -- deployability -------------------------------------------------------------------
@@ -702,6 +800,7 @@ class Registry:
             verified_on_host=run[0].host if run else None,
             runtime=dict(run[0].fingerprint) if run else {},
             answered=answered,
+            locations=[loc.url for loc in self.store.locations([record.id])[record.id]],
         )
 
     def _rollback_output(
@@ -926,6 +1025,7 @@ class Registry:
         for p in productions:
             by_target.setdefault(p.target, []).append(p.record_id)
         runs = {t: self.store.latest_runs(sorted(set(rs)), t) for t, rs in by_target.items()}
+        locations = self.store.locations(ids)
         entries = []
         for p in productions:
             record = records[p.record_id]
@@ -945,6 +1045,7 @@ class Registry:
                     record=record_out(record, files[record.id], state),
                     deployability=deployability_out(verdict),
                     promotion=promotion_out(p),
+                    locations=[loc.url for loc in locations[record.id]],
                 )
             )
         return StatusOutput(entries=entries)
@@ -1110,8 +1211,256 @@ class Registry:
 
         return import_registry(self.store, path, actor or config.actor())
 
+    # -- shared targets ------------------------------------------------------------------
+
+    def define_targets(self, path: Path, *, actor: str | None = None) -> TargetsChangeOutput:
+        """Share the targets of a YAML file (the targets.yaml format) through the registry:
+        everyone using it sees the same definitions. A definition replaces the stored one of
+        that name; each change is an event."""
+        from modelreg.targets import builtin_names, read_target_specs, spec_as_json
+
+        if not path.is_file():
+            raise InvalidInput(f"{path}: no such file", "give a targets YAML file")
+        specs = read_target_specs(path)
+        if not specs:
+            raise InvalidInput(f"{path}: defines no targets", "see: modelreg targets --help")
+        for name in specs:
+            if not _TARGET_NAME_RE.fullmatch(name):
+                raise InvalidInput(
+                    f"{path}: target name {name[:120]!r} must be 1-100 letters, digits, '.', "
+                    "'_' or '-'"
+                )
+            if name in builtin_names():
+                raise InvalidInput(f"{path}: target {name!r} is built in and cannot be redefined")
+        changes = self.store.define_targets(
+            {name: spec_as_json(spec) for name, spec in specs.items()},
+            actor or config.actor(),
+            str(path),
+        )
+        changed = [n for n, c in changes.items() if c != "unchanged"]
+        message = (
+            f"shared through the registry: {', '.join(f'{n} ({changes[n]})' for n in changed)}"
+            if changed
+            else "nothing changed: the registry already has these definitions"
+        )
+        return TargetsChangeOutput(changes=changes, message=message, targets=self.targets().targets)
+
+    def remove_target(
+        self, name: str, *, why: str | None = None, actor: str | None = None
+    ) -> TargetsChangeOutput:
+        """Remove a shared target definition. Evidence gathered on it is kept; records
+        production there read "target no longer defined" until it is defined again."""
+        from modelreg.targets import SHARED_ORIGIN, builtin_names
+
+        found = self.all_targets()
+        if name in builtin_names():
+            raise InvalidInput(f"target {name!r} is built in and cannot be removed")
+        if name in found and found[name].origin != SHARED_ORIGIN:
+            raise InvalidInput(
+                f"target {name!r} is not shared through the registry: it is defined in "
+                f"{found[name].origin.removeprefix('local:')}",
+                "edit that file to remove it",
+            )
+        if not self.store.remove_target(name, actor or config.actor(), why):
+            raise TargetNotFound(name, sorted(found))
+        production = [p.model_id for p in self.store.productions(None, name)]
+        message = f"removed shared target {name}"
+        if production:
+            message += (
+                f". WARNING: production records on {name} ({', '.join(production)}) are no "
+                f"longer deployable there until {name} is defined again"
+            )
+        return TargetsChangeOutput(
+            changes={name: "removed"}, message=message, targets=self.targets().targets
+        )
+
+    # -- locations -----------------------------------------------------------------------
+
+    def locations(self, ref: str) -> LocationsOutput:
+        """Where a record's bytes can be fetched."""
+        return self._locations_output(self.store.get(ref), [])
+
+    def _locations_output(self, record: Record, added: list[str]) -> LocationsOutput:
+        from modelreg.locations import FETCHABLE, parse_location
+
+        shown = []
+        for loc in self.store.locations([record.id])[record.id]:
+            scheme = parse_location(loc.url).scheme
+            shown.append(
+                LocationOut(
+                    url=loc.url,
+                    scheme=scheme,
+                    fetchable=scheme in FETCHABLE,
+                    added_at=loc.added_at,
+                    added_by=loc.added_by,
+                )
+            )
+        return LocationsOutput(
+            record_id=record.id,
+            model_id=record.model_id,
+            added_from=str(record.root),
+            locations=shown,
+            added=added,
+        )
+
+    def locate(
+        self, ref: str, add: Sequence[str] = (), *, actor: str | None = None
+    ) -> LocationsOutput:
+        """Add locations to a record (validated: malformed URLs and URLs carrying
+        credentials are refused) and list them all. Adding a known one changes nothing."""
+        from modelreg.locations import parse_location
+
+        urls = [parse_location(url).url for url in add]
+        record = self.store.get(ref)
+        added = self.store.add_locations(record, urls, actor or config.actor()) if urls else []
+        return self._locations_output(record, added)
+
+    def fetch(self, ref: str, to: Path) -> FetchOutput:
+        """Copy a record's files into the new directory ``to`` from its locations (file
+        locations on this host, the local Hugging Face cache), checking every sha256: a
+        mismatch is refused and nothing is left at ``to`` unless every file matched."""
+        from modelreg.locations import WantedFile, fetch_files
+
+        record = self.store.get(ref)
+        files = self.store.files([record.id])[record.id]
+        urls = [loc.url for loc in self.store.locations([record.id])[record.id]]
+        fetched, skipped = fetch_files(
+            [WantedFile(f.path, f.bytes, f.sha256) for f in files], urls, to
+        )
+        return FetchOutput(
+            record_id=record.id,
+            to=str(to.expanduser().absolute()),
+            files=[
+                FetchedFileOut(path=f.path, bytes=f.bytes, sha256=f.sha256, source=f.source)
+                for f in fetched
+            ],
+            skipped=[FetchProblem(url=s.url, reason=s.reason) for s in skipped],
+        )
+
+    # -- API tokens ----------------------------------------------------------------------
+
+    def create_token(self, name: str, role: str, *, actor: str | None = None) -> TokenCreateOutput:
+        """A new bearer token for ``modelreg serve``. The secret is in this output only; the
+        registry keeps its sha256."""
+        from modelreg.tokens import new_secret, parse_role, parse_token_name, secret_digest
+
+        parse_token_name(name)
+        the_role = parse_role(role)
+        secret = new_secret()
+        stored = self.store.create_token(
+            name, the_role.value, secret_digest(secret), actor or config.actor()
+        )
+        return TokenCreateOutput(token=_token_out(stored), secret=secret)
+
+    def tokens(self) -> TokensOutput:
+        """Every token, revoked ones included (never their secrets)."""
+        return TokensOutput(tokens=[_token_out(t) for t in self.store.tokens()])
+
+    def revoke_token(self, name: str, *, actor: str | None = None) -> TokenRevokeOutput:
+        """Revoke a token at once: the server refuses it from its next request."""
+        before = {t.name: t for t in self.store.tokens()}.get(name)
+        stored = self.store.revoke_token(name, actor or config.actor())
+        if stored is None or before is None:
+            raise NotFound(f"token {name!r} not found", "list them with: modelreg token list")
+        return TokenRevokeOutput(token=_token_out(stored), changed=before.revoked_at is None)
+
+    def authenticate(self, secret: str) -> StoredToken:
+        """The token a bearer secret belongs to; ``Unauthorized`` when it is unknown or
+        revoked."""
+        from modelreg.tokens import secret_digest
+
+        token = self.store.token_by_secret(secret_digest(secret))
+        if token is None:
+            raise Unauthorized("unknown token", "create one with: modelreg token create NAME")
+        if token.revoked_at is not None:
+            raise Unauthorized(
+                f"token {token.name!r} was revoked on {token.revoked_at:%Y-%m-%d %H:%M} UTC",
+                "ask for a new one: modelreg token create NAME --role ROLE",
+            )
+        return token
+
+    # -- uploaded runs -------------------------------------------------------------------
+
+    def upload_run(
+        self,
+        ref: str,
+        target: str,
+        checks: Sequence[CheckResult],
+        *,
+        host: str,
+        fingerprint: dict[str, str],
+        signature: str | None = None,
+        actor: str | None = None,
+    ) -> UploadRunOutput:
+        """Keep a verification run produced elsewhere (``verify`` on a target host, sent over
+        HTTP) as *imported, untrusted* evidence: stored and shown with the record, counted by
+        no rule. Until signed evidence is checked (issue 12), no upload — signed or not — can
+        make a record deployable; a signature is kept unchecked for that later check."""
+        record = self.store.get(ref)
+        self.target(target)
+        if not checks:
+            raise InvalidInput("a run needs at least one check result")
+        if len(checks) > _MAX_UPLOADED_CHECKS:
+            raise InvalidInput(f"a run has at most {_MAX_UPLOADED_CHECKS} check results")
+        names = [c.check for c in checks]
+        if len(set(names)) != len(names):
+            raise InvalidInput("each check appears once in a run")
+        run_id = self.store.save_imported_run(
+            record,
+            target,
+            host,
+            fingerprint,
+            checks,
+            signature,
+            "untrusted",
+            actor or config.actor(),
+        )
+        (run,) = [r for r in self.store.imported_runs(record.id) if r.run_id == run_id]
+        verdict = self.deployability(record.id, target)
+        return UploadRunOutput(
+            record_id=record.id,
+            run=_imported_out(run),
+            deployability=deployability_out(verdict),
+            message=f"run {run_id} kept for {record.id} on {target} as imported, untrusted "
+            "evidence: it does not count towards deployability (verify on the target to "
+            f"record evidence that does: modelreg verify {record.id} --target {target})",
+        )
+
+    def imported_runs(self, ref: str) -> ImportedRunsOutput:
+        """Runs uploaded for a record (untrusted: shown, never counted)."""
+        record = self.store.get(ref)
+        return ImportedRunsOutput(
+            record_id=record.id,
+            runs=[_imported_out(r) for r in self.store.imported_runs(record.id)],
+        )
+
 
 # -- module-level helpers (no database) ---------------------------------------------------
+
+
+def _token_out(t: StoredToken) -> TokenOut:
+    return TokenOut(
+        name=t.name,
+        role=t.role,
+        created_at=t.created_at,
+        created_by=t.created_by,
+        revoked_at=t.revoked_at,
+        revoked_by=t.revoked_by,
+    )
+
+
+def _imported_out(run: ImportedRun) -> ImportedRunOut:
+    return ImportedRunOut(
+        run_id=run.run_id,
+        target=run.target,
+        host=run.host,
+        fingerprint=run.fingerprint,
+        checks=run.checks,
+        signed=run.signature is not None,
+        trust="untrusted",
+        uploaded_at=run.uploaded_at,
+        uploaded_by=run.uploaded_by,
+    )
 
 
 def _runtime_of(record: Record) -> str:

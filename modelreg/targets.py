@@ -24,7 +24,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -33,6 +33,8 @@ from modelreg.errors import InvalidInput, TargetNotFound
 from modelreg.schemas.manifest import GoldenPrompt, first_error
 
 GiB = 1 << 30
+SHARED_ORIGIN = "registry"
+LOCAL_ORIGIN = "local:"
 NEURON_CORE_HBM_BYTES = 16 * GiB
 MAX_TARGETS_FILE_BYTES = 1 << 20
 
@@ -100,6 +102,11 @@ def _builtin() -> dict[str, Target]:
     return targets
 
 
+def builtin_names() -> frozenset[str]:
+    """Names no shared or local target may take."""
+    return frozenset({"cpu", *INF2_INSTANCES})
+
+
 class _TargetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -119,7 +126,8 @@ class _TargetsFile(BaseModel):
     targets: dict[str, _TargetSpec] = Field(default_factory=dict)
 
 
-def _user_targets(path: Path) -> dict[str, Target]:
+def read_target_specs(path: Path) -> dict[str, _TargetSpec]:
+    """The validated definitions of a targets YAML file (none when it does not exist)."""
     import yaml
 
     if not path.exists():
@@ -133,38 +141,71 @@ def _user_targets(path: Path) -> dict[str, Target]:
         raise InvalidInput(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
     except ValidationError as exc:
         raise InvalidInput(f"{path}: {first_error(exc)}") from None
-    me = host.hostname()
-    targets = {}
-    for name, spec in parsed.targets.items():
-        is_local = any(fnmatch.fnmatch(me, pattern) for pattern in spec.hosts)
-        # A target this host belongs to can read what it did not declare from the OS.
-        memory = int(spec.memory_gib * GiB) if spec.memory_gib else None
-        if memory is None and is_local and spec.kind == "cpu":
-            memory = host.memory_total_bytes()
-        targets[name] = Target(
-            name=name,
-            kind=spec.kind,
-            description=spec.description or f"user-defined {spec.kind} target",
-            memory_bytes=memory,
-            cpu_flags=frozenset(spec.cpu_flags) if spec.cpu_flags is not None else None,
-            is_local=is_local,
-            neuron_cores=spec.neuron_cores,
-            golden_prompts=tuple(spec.golden_prompts),
-            origin=str(path),
-            hosts=tuple(spec.hosts),
-            runtime={key: str(value) for key, value in spec.runtime.items()},
-        )
-    return targets
+    return dict(parsed.targets)
 
 
-def all_targets(path: Path | None = None) -> dict[str, Target]:
-    """Built-in targets, then user-defined ones (which may not redefine a built-in)."""
+def spec_as_json(spec: _TargetSpec) -> dict[str, Any]:
+    """A definition as stored in the registry: JSON, defaults left out (so a later modelreg
+    that adds an optional field reads the same definition the same way)."""
+    return spec.model_dump(mode="json", exclude_defaults=True)
+
+
+def spec_from_json(name: str, data: dict[str, Any]) -> _TargetSpec:
+    try:
+        return _TargetSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(f"target {name!r} in the registry: {first_error(exc)}") from None
+
+
+def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
+    is_local = any(fnmatch.fnmatch(host.hostname(), pattern) for pattern in spec.hosts)
+    # A target this host belongs to can read what it did not declare from the OS.
+    memory = int(spec.memory_gib * GiB) if spec.memory_gib else None
+    if memory is None and is_local and spec.kind == "cpu":
+        memory = host.memory_total_bytes()
+    return Target(
+        name=name,
+        kind=spec.kind,
+        description=spec.description or f"user-defined {spec.kind} target",
+        memory_bytes=memory,
+        cpu_flags=frozenset(spec.cpu_flags) if spec.cpu_flags is not None else None,
+        is_local=is_local,
+        neuron_cores=spec.neuron_cores,
+        golden_prompts=tuple(spec.golden_prompts),
+        origin=origin,
+        hosts=tuple(spec.hosts),
+        runtime={key: str(value) for key, value in spec.runtime.items()},
+    )
+
+
+def all_targets(
+    path: Path | None = None, shared: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Target]:
+    """Built-in targets, then those shared through the registry (``shared``: name -> stored
+    definition, origin "registry"), then the local targets file (origin "local:PATH").
+
+    Neither may redefine a built-in. A local definition of a shared target must be the same
+    definition (then the shared one is used): a teammate's differing copy would judge the same
+    evidence differently, so it is refused with the way out.
+    """
     targets = _builtin()
+    shared_specs = {name: spec_from_json(name, data) for name, data in (shared or {}).items()}
+    for name, spec in shared_specs.items():
+        if name not in targets:  # a newer modelreg's built-in wins over a stored name
+            targets[name] = _target_from_spec(name, spec, SHARED_ORIGIN)
     user_file = path or config.targets_file()
-    for name, target in _user_targets(user_file).items():
+    for name, spec in read_target_specs(user_file).items():
+        if name in shared_specs:
+            if spec != shared_specs[name]:
+                raise InvalidInput(
+                    f"{user_file}: target {name!r} differs from its definition in the registry",
+                    f"remove it from {user_file}, or share your version: modelreg targets add "
+                    f"{user_file}",
+                )
+            continue
         if name in targets:
             raise InvalidInput(f"{user_file}: target {name!r} is built in and cannot be redefined")
-        targets[name] = target
+        targets[name] = _target_from_spec(name, spec, f"{LOCAL_ORIGIN}{user_file}")
     return targets
 
 

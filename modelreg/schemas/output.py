@@ -72,6 +72,16 @@ class DeployabilityOut(_Out):
     run_id: str | None = None
     verified_at: datetime | None = None
 
+    @property
+    def now(self) -> Literal["deployable", "stale", "held", "failing"]:
+        """In one word, for tables and the dashboard: deployable; stale (only the evidence is
+        out of date); held (held, retired or facts unknown); failing (anything else)."""
+        if self.deployable:
+            return "deployable"
+        if self.held:
+            return "held"
+        return "stale" if self.stale else "failing"
+
 
 class PromotionOut(_Out):
     model_id: str
@@ -118,6 +128,9 @@ class AddOutput(Output):
     created: bool
     record: RecordOut
     manifest: dict[str, Any]
+    locations: list[str] = Field(
+        default_factory=list, description="Where the record's bytes can be fetched."
+    )
 
 
 class ShowOutput(Output):
@@ -173,6 +186,9 @@ class DeployedOut(_Out):
     verified_on_host: str | None
     runtime: dict[str, str] = Field(description="The runtime fingerprint of its latest run.")
     answered: list[str] = Field(description="Outputs of its latest generation check.")
+    locations: list[str] = Field(
+        default_factory=list, description="Where its bytes can be fetched (modelreg fetch)."
+    )
 
 
 class RejectedCandidate(_Out):
@@ -214,6 +230,9 @@ class StatusEntry(_Out):
     record: RecordOut
     deployability: DeployabilityOut
     promotion: PromotionOut
+    locations: list[str] = Field(
+        default_factory=list, description="Where the production record's bytes can be fetched."
+    )
 
 
 class GateOutput(_Out):
@@ -351,6 +370,107 @@ class DbOutput(Output):
     changed: bool
 
 
+# -- the team service: shared targets, locations, tokens, uploaded runs -------------------
+
+
+class TargetsChangeOutput(Output):
+    """``targets add`` / ``targets remove``: what changed in the registry's definitions."""
+
+    changes: dict[str, Literal["added", "replaced", "unchanged", "removed"]]
+    message: str
+    targets: list[TargetOut] = Field(description="Every target after the change.")
+
+
+class LocationOut(_Out):
+    url: str
+    scheme: str = Field(description="file, hf, s3 or oci.")
+    fetchable: bool = Field(description="Whether `modelreg fetch` can read this kind of location.")
+    added_at: datetime
+    added_by: str
+
+
+class LocationsOutput(Output):
+    record_id: str
+    model_id: str
+    added_from: str = Field(description="The path the record was added from, on its add host.")
+    locations: list[LocationOut]
+    added: list[str] = Field(default_factory=list, description="Locations this command added.")
+
+
+class FetchedFileOut(_Out):
+    path: str
+    bytes: int
+    sha256: str
+    source: str = Field(description="The location it was copied from.")
+
+
+class FetchProblem(_Out):
+    url: str
+    reason: str
+
+
+class FetchOutput(Output):
+    record_id: str
+    to: str
+    files: list[FetchedFileOut]
+    skipped: list[FetchProblem] = Field(
+        description="Locations not used, and why (another host, not supported yet, mismatch)."
+    )
+
+
+class TokenOut(_Out):
+    name: str
+    role: str = Field(description="reader, verifier or releaser.")
+    created_at: datetime
+    created_by: str
+    revoked_at: datetime | None
+    revoked_by: str | None
+
+
+class TokenCreateOutput(Output):
+    token: TokenOut
+    secret: str = Field(description="Shown once; the registry keeps only its sha256.")
+
+
+class TokensOutput(Output):
+    tokens: list[TokenOut]
+
+
+class TokenRevokeOutput(Output):
+    token: TokenOut
+    changed: bool
+
+
+class ImportedRunOut(_Out):
+    """A verification run uploaded over HTTP: shown as evidence, never counted by the rules
+    (``trust`` is "untrusted" until signed evidence is checked)."""
+
+    run_id: str
+    target: str
+    host: str
+    fingerprint: dict[str, str]
+    checks: list[CheckResult]
+    signed: bool
+    trust: Literal["untrusted"]
+    counted: Literal[False] = False
+    uploaded_at: datetime
+    uploaded_by: str
+
+
+class UploadRunOutput(Output):
+    record_id: str
+    run: ImportedRunOut
+    deployability: DeployabilityOut = Field(
+        description="The record on that target now: unchanged by an untrusted upload."
+    )
+    message: str
+
+
+class ImportedRunsOutput(Output):
+    record_id: str
+    runs: list[ImportedRunOut]
+
+
 # Exported as schemas/cli/<name>.schema.json.
 COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "error": ErrorOutput,
@@ -375,4 +495,13 @@ COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "card-validate": CardValidateOutput,
     "card-render": CardRenderOutput,
     "db-upgrade": DbOutput,
+    "targets-add": TargetsChangeOutput,
+    "targets-remove": TargetsChangeOutput,
+    "locate": LocationsOutput,
+    "fetch": FetchOutput,
+    "token-create": TokenCreateOutput,
+    "token-list": TokensOutput,
+    "token-revoke": TokenRevokeOutput,
+    "upload-run": UploadRunOutput,
+    "imported-runs": ImportedRunsOutput,
 }
