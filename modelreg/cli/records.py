@@ -69,6 +69,15 @@ BaseModelOption = Annotated[
     str | None,
     typer.Option("--base-model", help="The model this artifact was made from, org/name."),
 ]
+LocationOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--location",
+        help="Another URL its bytes can be fetched from (repeatable): file://HOST/path, "
+        "hf://org/name@COMMIT, s3://bucket/prefix, oci://registry/repo@sha256:…; this host's "
+        "path is recorded anyway.",
+    ),
+]
 RecipeOption = Annotated[
     Path | None,
     typer.Option("--recipe", help="Quantization recipe YAML (tool, revision, scheme, ...)."),
@@ -163,9 +172,11 @@ def add(
     effective_source: EffectiveSourceOption = None,
     trust_cache: TrustCacheOption = False,
     base_model: BaseModelOption = None,
+    location: LocationOption = None,
     json_out: JsonOption = False,
 ) -> int:
-    """Record an artifact: identity, license, parameters, quantization, file digests."""
+    """Record an artifact: identity, license, parameters, quantization, file digests, and
+    where its bytes can be fetched."""
     options = _options(
         model_id,
         source,
@@ -177,7 +188,13 @@ def add(
         effective_source,
         base_model,
     )
-    result = registry(ctx).add(paths, trust_cache=trust_cache, progress=HashProgress(), **options)
+    result = registry(ctx).add(
+        paths,
+        trust_cache=trust_cache,
+        progress=HashProgress(),
+        locations=location or [],
+        **options,
+    )
     if json_out:
         emit(result)
         return 0
