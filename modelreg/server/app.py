@@ -588,6 +588,48 @@ def parse_form(body: bytes) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
 
 
+def _no_delay_h11() -> type:
+    """uvicorn's h11 protocol, setting TCP_NODELAY on each accepted connection.
+
+    asyncio sets it only when the listening socket's ``proto`` is IPPROTO_TCP — true of
+    uvicorn's own host/port bind (getaddrinfo), not of a socket handed over (``--fd``, systemd,
+    a pre-bound socket), whose accepted connections would hold small keep-alive responses back
+    (Nagle's algorithm against the client's delayed ACK: ~40 ms a response). Set explicitly.
+    """
+    import socket
+
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class NoDelayH11Protocol(H11Protocol):
+        def connection_made(self, transport: Any) -> None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            super().connection_made(transport)
+
+    return NoDelayH11Protocol
+
+
+def server_config(app: ASGIApp, host: str, port: int, *, access_log: bool = False) -> Any:
+    """The uvicorn configuration ``serve`` (and the tests) run with: h11 on asyncio, one
+    process, TCP_NODELAY on every connection."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=_no_delay_h11(),
+        loop="asyncio",
+        interface="asgi3",
+        lifespan="off",
+        server_header=False,
+        access_log=access_log,
+        log_level="warning",
+        backlog=2048,
+    )
+
+
 def run(
     settings: ServerSettings,
     host: str,
@@ -596,24 +638,10 @@ def run(
     announce: Callable[[str], None] = print,
     access_log: bool = False,
 ) -> None:
-    """Serve until interrupted. asyncio sets TCP_NODELAY on every accepted TCP socket (its
-    selector transport does, for any protocol), so small keep-alive responses are not held
-    back by Nagle's algorithm; the tests check it on live connections."""
+    """Serve until interrupted."""
     import uvicorn
 
-    app = create_app(settings)
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        http="h11",
-        loop="asyncio",
-        lifespan="off",
-        server_header=False,
-        access_log=access_log,
-        log_level="warning",
-        backlog=2048,
-    )
+    config = server_config(create_app(settings), host, port, access_log=access_log)
     who = "anyone may read" if settings.public_read else "reads and writes need a token"
     announce(
         f"modelreg serve: dashboard http://{host}:{port}/ · API http://{host}:{port}{API} · "

@@ -9,6 +9,7 @@ goes through the API with a bearer token, so a cookie can never cause a change.
 
 from __future__ import annotations
 
+import json
 import shlex
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -117,7 +118,16 @@ def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings
             return render(
                 "rollback.html", who=who, model=model, target=target, plan=None, refusal=exc
             )
-        return render("rollback.html", who=who, model=model, target=target, plan=plan, refusal=None)
+        body = json.dumps({"model": model, "target": target, "why": "…"}, ensure_ascii=False)
+        return render(
+            "rollback.html",
+            who=who,
+            model=model,
+            target=target,
+            plan=plan,
+            refusal=None,
+            curl_body=shlex.quote(body),
+        )
 
     @app.get("/login", response_class=HTMLResponse, include_in_schema=False)
     def login_page(next: str = "/") -> Response:

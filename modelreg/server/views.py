@@ -30,6 +30,7 @@ class Column:
     name: str
     origin: str
     defined: bool
+    description: str = ""
 
     @property
     def local(self) -> bool:
@@ -46,7 +47,7 @@ class Matrix:
 def matrix(status: StatusOutput, models: list[str], targets: list[TargetOut]) -> Matrix:
     """Models × targets → the production record and its state in one word. Targets that are
     no longer defined but still hold production records get a column too (failing)."""
-    columns = [Column(t.name, t.origin, True) for t in targets]
+    columns = [Column(t.name, t.origin, True, t.description) for t in targets]
     known = {c.name for c in columns}
     for entry in status.entries:
         if entry.target not in known:
