@@ -43,6 +43,7 @@ from modelreg.registry.store import (
     Record,
     Store,
     StoredFile,
+    StoredTarget,
     StoredToken,
     Verification,
 )
@@ -79,6 +80,8 @@ from modelreg.schemas.output import (
     ListOutput,
     LocationOut,
     LocationsOutput,
+    MatrixCell,
+    MatrixOutput,
     PromoteOutput,
     PromotionOut,
     ReasonOut,
@@ -364,10 +367,12 @@ class Registry:
     def all_targets(self) -> dict[str, Target]:
         """Every target, merged in one place: built in, shared through the registry
         (``targets add``), and the local targets file as an overlay labelled ``local:PATH``."""
+        return self._targets_with(self.store.target_specs())
+
+    def _targets_with(self, shared: Sequence[StoredTarget]) -> dict[str, Target]:
         from modelreg.targets import all_targets
 
-        shared = {t.name: t.spec for t in self.store.target_specs()}
-        return all_targets(self.targets_file, shared)
+        return all_targets(self.targets_file, {t.name: t.spec for t in shared})
 
     def target(self, name: str) -> Target:
         """A target by name (built in, shared, or local); resolved once per call."""
@@ -1010,22 +1015,25 @@ class Registry:
     def status(self, model_id: str | None = None, target: str | None = None) -> StatusOutput:
         """What runs where: for every (model, target) with a production record, that record,
         its files, and whether it is deployable there now (stale / held / failing)."""
-        if model_id is not None:
+        # One read transaction for all of it: one connection, one consistent view. Errors
+        # are raised after it ends (the "did you mean" of an unknown model reads on its own).
+        productions: list[Promotion] = []
+        with self.store.snapshot() as view:
+            known_model = model_id is None or view.has_model(model_id)
+            targets = self._targets_with(view.target_specs())
+            if known_model and (target is None or target in targets):
+                productions = view.productions(model_id, target)
+                records = view.records_by_id(p.record_id for p in productions)
+                ids = sorted(records)
+                files = view.files(ids)
+                states = view.states(ids)
+                runs = view.latest_runs_on(ids, sorted({p.target for p in productions}))
+                locations = view.locations(ids)
+        if model_id is not None and not known_model:
             self._require_model(model_id)
-        targets = self.all_targets()
         if target is not None and target not in targets:
             raise TargetNotFound(target, sorted(targets))
-        productions = self.store.productions(model_id, target)
-        records = self.store.records_by_id(p.record_id for p in productions)
-        ids = sorted(records)
-        files = self.store.files(ids)
-        states = self.store.states(ids)
         fingerprints = self._fingerprints()
-        by_target: dict[str, list[str]] = {}
-        for p in productions:
-            by_target.setdefault(p.target, []).append(p.record_id)
-        runs = {t: self.store.latest_runs(sorted(set(rs)), t) for t, rs in by_target.items()}
-        locations = self.store.locations(ids)
         entries = []
         for p in productions:
             record = records[p.record_id]
@@ -1035,7 +1043,7 @@ class Registry:
                 targets.get(p.target),
                 p.target,
                 state,
-                runs[p.target][record.id],
+                runs.get((record.id, p.target), []),
                 fingerprints,
             )
             entries.append(
@@ -1049,6 +1057,58 @@ class Registry:
                 )
             )
         return StatusOutput(entries=entries)
+
+    def matrix(
+        self, *, contains: str | None = None, offset: int = 0, limit: int = 100
+    ) -> MatrixOutput:
+        """What runs where as a models × targets matrix, a page of models at a time
+        (``contains``: a case-insensitive substring of the model id): each production record
+        and whether it may run there now, by the same rules as ``status``."""
+        if offset < 0 or not 1 <= limit <= 1000:
+            raise InvalidInput(f"offset {offset} / limit {limit}: give offset ≥ 0, limit 1-1000")
+        with self.store.snapshot() as view:
+            targets = self._targets_with(view.target_specs())
+            models, total = view.model_page(contains, offset, limit)
+            productions = view.productions_of(models)
+            records = view.records_by_id(p.record_id for p in productions)
+            ids = sorted(records)
+            states = view.states(ids)
+            runs = view.latest_runs_on(ids, sorted({p.target for p in productions}))
+        fingerprints = self._fingerprints()
+        cells = []
+        for p in productions:
+            record = records[p.record_id]
+            verdict = deployability_out(
+                self._judge(
+                    record,
+                    targets.get(p.target),
+                    p.target,
+                    states.get(record.id, rules.ACTIVE),
+                    runs.get((record.id, p.target), []),
+                    fingerprints,
+                )
+            )
+            cells.append(
+                MatrixCell(
+                    model_id=p.model_id,
+                    target=p.target,
+                    record_id=record.id,
+                    now=verdict.now,
+                    reasons=verdict.reasons,
+                    since=p.at,
+                    actor=p.actor,
+                    action="rollback" if p.action == "rollback" else "promote",
+                    why=p.why,
+                )
+            )
+        return MatrixOutput(
+            targets=targets_output(targets).targets,
+            models=models,
+            total_models=total,
+            offset=offset,
+            limit=limit,
+            cells=cells,
+        )
 
     def gate(self, model_id: str, target: str, sha256: str) -> GateOutput:
         """The deploy gate: passes only when ``sha256`` is a file of the current production
@@ -1464,9 +1524,9 @@ def _imported_out(run: ImportedRun) -> ImportedRunOut:
 
 
 def _runtime_of(record: Record) -> str:
-    return {"gguf": "llama.cpp", "safetensors": "transformers", "neuron": "neuron"}.get(
-        record.format, record.manifest.runtime.runtime
-    )
+    # Not ``.get(format, record.manifest…)``: that parses the manifest every time.
+    known = {"gguf": "llama.cpp", "safetensors": "transformers", "neuron": "neuron"}
+    return known.get(record.format) or record.manifest.runtime.runtime
 
 
 def _only_stale(verdict: Deployability) -> bool:

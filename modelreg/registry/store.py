@@ -299,19 +299,29 @@ def _latest_runs(
     session: Session, record_ids: Sequence[str], target: str
 ) -> dict[str, list[CheckVerdict]]:
     """record id -> the check verdicts of its latest run on ``target`` (empty: never run)."""
-    runs: dict[str, list[CheckVerdict]] = {i: [] for i in record_ids}
+    found = _latest_runs_on(session, record_ids, [target])
+    return {i: found.get((i, target), []) for i in record_ids}
+
+
+def _latest_runs_on(
+    session: Session, record_ids: Sequence[str], targets: Sequence[str]
+) -> dict[tuple[str, str], list[CheckVerdict]]:
+    """(record id, target) -> the check verdicts of the record's latest run there, for every
+    pair that has one: one query per chunk of records, whatever the number of targets."""
+    runs: dict[tuple[str, str], list[CheckVerdict]] = {}
     v = VerificationRow
     for chunk in _chunks(list(record_ids)):
         last = (
             select(func.max(v.id))
-            .where(v.target == target, col(v.record_id).in_(chunk))
-            .group_by(col(v.record_id))
+            .where(col(v.target).in_(list(targets)), col(v.record_id).in_(chunk))
+            .group_by(col(v.record_id), col(v.target))
         )
         last_runs = select(v.run_id).where(col(v.id).in_(last))
         # Plain columns, not ORM rows with their evidence: the hot path of status and list.
         rows = session.execute(
             sa_select(
                 col(v.record_id),
+                col(v.target),
                 col(v.check),
                 col(v.required),
                 col(v.outcome),
@@ -324,10 +334,10 @@ def _latest_runs(
             .order_by(col(v.id))
         ).all()
         fingerprints: dict[str, dict[str, str]] = {}
-        for record_id, check, required, outcome, cls, at, run_id, fp in rows:
+        for record_id, target, check, required, outcome, cls, at, run_id, fp in rows:
             if run_id not in fingerprints:
                 fingerprints[run_id] = json.loads(fp or "{}")
-            runs[record_id].append(
+            runs.setdefault((record_id, target), []).append(
                 CheckVerdict(check, required, outcome, cls, aware(at), run_id, fingerprints[run_id])
             )
     return runs
@@ -383,6 +393,121 @@ def _records_by_id(session: Session, record_ids: Iterable[str]) -> dict[str, Rec
         for row in session.exec(select(RecordRow).where(col(RecordRow.id).in_(chunk))):
             found[row.id] = Record.from_row(row)
     return found
+
+
+def _files(session: Session, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
+    found: dict[str, list[StoredFile]] = {i: [] for i in record_ids}
+    f = RecordFileRow
+    for chunk in _chunks(list(record_ids)):
+        rows = session.execute(
+            sa_select(col(f.record_id), col(f.path), col(f.bytes), col(f.sha256))
+            .where(col(f.record_id).in_(chunk))
+            .order_by(col(f.record_id), col(f.path))
+        ).all()
+        for record_id, path, size, sha256 in rows:
+            found[record_id].append(StoredFile(path, size, sha256))
+    return found
+
+
+def _has_model(session: Session, model_id: str) -> bool:
+    found = session.exec(select(ModelRow.id).where(ModelRow.model_id == model_id))
+    return found.first() is not None
+
+
+def _target_specs(session: Session) -> list[StoredTarget]:
+    rows = session.exec(select(TargetRow).order_by(col(TargetRow.name))).all()
+    return [
+        StoredTarget(
+            r.name, json.loads(r.spec_json), r.spec_sha256, aware(r.defined_at), r.defined_by
+        )
+        for r in rows
+    ]
+
+
+def _locations(session: Session, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
+    found: dict[str, list[StoredLocation]] = {i: [] for i in record_ids}
+    loc = RecordLocationRow
+    for chunk in _chunks(list(record_ids)):
+        rows = session.execute(
+            sa_select(col(loc.record_id), col(loc.url), col(loc.added_at), col(loc.added_by))
+            .where(col(loc.record_id).in_(chunk))
+            .order_by(col(loc.id))
+        ).all()
+        for record_id, url, added_at, added_by in rows:
+            found[record_id].append(StoredLocation(url, aware(added_at), added_by))
+    return found
+
+
+def _productions_of(session: Session, model_ids: Sequence[str]) -> list[Promotion]:
+    """The current production row of every (model, target) of these models."""
+    p = PromotionRow
+    found: list[Promotion] = []
+    for chunk in _chunks(list(model_ids)):
+        newest = (
+            select(func.max(p.id))
+            .where(col(p.model_id).in_(chunk))
+            .group_by(col(p.model_id), col(p.target))
+        )
+        rows = session.exec(select(p).where(col(p.id).in_(newest))).all()
+        found += [Promotion.from_row(r) for r in rows]
+    return sorted(found, key=lambda x: (x.model_id, x.target))
+
+
+def _model_page(
+    session: Session, contains: str | None, offset: int, limit: int
+) -> tuple[list[str], int]:
+    """A page of model ids (sorted; ``contains``: a case-insensitive substring) and how many
+    match in all."""
+    query = select(ModelRow.model_id)
+    if contains:
+        escaped = contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = query.where(col(ModelRow.model_id).ilike(f"%{escaped}%", escape="\\"))
+    total = session.exec(select(func.count()).select_from(query.subquery())).one()
+    page = session.exec(query.order_by(col(ModelRow.model_id)).offset(offset).limit(limit)).all()
+    return list(page), int(total)
+
+
+class Snapshot:
+    """Many reads in one short transaction (``Store.snapshot``): one connection instead of
+    one per read, and one consistent view of the registry. Holds no model lock."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def has_model(self, model_id: str) -> bool:
+        return _has_model(self.session, model_id)
+
+    def target_specs(self) -> list[StoredTarget]:
+        return _target_specs(self.session)
+
+    def productions(self, model_id: str | None, target: str | None) -> list[Promotion]:
+        return _productions(self.session, model_id, target)
+
+    def productions_of(self, model_ids: Sequence[str]) -> list[Promotion]:
+        return _productions_of(self.session, model_ids)
+
+    def model_page(self, contains: str | None, offset: int, limit: int) -> tuple[list[str], int]:
+        return _model_page(self.session, contains, offset, limit)
+
+    def records_by_id(self, record_ids: Iterable[str]) -> dict[str, Record]:
+        return _records_by_id(self.session, record_ids)
+
+    def files(self, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
+        return _files(self.session, record_ids)
+
+    def states(self, record_ids: Sequence[str]) -> dict[str, RecordState]:
+        return _states(self.session, record_ids)
+
+    def latest_runs(self, record_ids: Sequence[str], target: str) -> dict[str, list[CheckVerdict]]:
+        return _latest_runs(self.session, record_ids, target)
+
+    def latest_runs_on(
+        self, record_ids: Sequence[str], targets: Sequence[str]
+    ) -> dict[tuple[str, str], list[CheckVerdict]]:
+        return _latest_runs_on(self.session, record_ids, targets)
+
+    def locations(self, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
+        return _locations(self.session, record_ids)
 
 
 class Locked:
@@ -522,6 +647,12 @@ class Store:
     def _session(self) -> Iterator[Session]:
         with Session(self.engine, expire_on_commit=False) as session:
             yield session
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        """Reads in one transaction (rolled back at the end: it writes nothing)."""
+        with self._session() as session:
+            yield Snapshot(session)
 
     @contextmanager
     def locked(self, model_id: str) -> Iterator[Locked]:
@@ -677,18 +808,8 @@ class Store:
 
     def files(self, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
         """record id -> its files (path, bytes, sha256), from the file table."""
-        found: dict[str, list[StoredFile]] = {i: [] for i in record_ids}
-        f = RecordFileRow
         with self._session() as session:
-            for chunk in _chunks(list(record_ids)):
-                rows = session.execute(
-                    sa_select(col(f.record_id), col(f.path), col(f.bytes), col(f.sha256))
-                    .where(col(f.record_id).in_(chunk))
-                    .order_by(col(f.record_id), col(f.path))
-                ).all()
-                for record_id, path, size, sha256 in rows:
-                    found[record_id].append(StoredFile(path, size, sha256))
-        return found
+            return _files(session, record_ids)
 
     def model_ids(self) -> list[str]:
         with self._session() as session:
@@ -696,8 +817,7 @@ class Store:
 
     def has_model(self, model_id: str) -> bool:
         with self._session() as session:
-            found = session.exec(select(ModelRow.id).where(ModelRow.model_id == model_id))
-            return found.first() is not None
+            return _has_model(session, model_id)
 
     # -- verifications -------------------------------------------------------------------
 
@@ -783,17 +903,7 @@ class Store:
     def target_specs(self) -> list[StoredTarget]:
         """Every target defined in the registry, by name."""
         with self._session() as session:
-            rows = session.exec(select(TargetRow).order_by(col(TargetRow.name))).all()
-            return [
-                StoredTarget(
-                    r.name,
-                    json.loads(r.spec_json),
-                    r.spec_sha256,
-                    aware(r.defined_at),
-                    r.defined_by,
-                )
-                for r in rows
-            ]
+            return _target_specs(session)
 
     def define_targets(
         self, specs: dict[str, dict[str, Any]], actor: str, origin: str
@@ -866,18 +976,8 @@ class Store:
 
     def locations(self, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
         """record id -> where its bytes can be fetched, in the order they were added."""
-        found: dict[str, list[StoredLocation]] = {i: [] for i in record_ids}
-        loc = RecordLocationRow
         with self._session() as session:
-            for chunk in _chunks(list(record_ids)):
-                rows = session.exec(
-                    select(loc).where(col(loc.record_id).in_(chunk)).order_by(col(loc.id))
-                ).all()
-                for row in rows:
-                    found[row.record_id].append(
-                        StoredLocation(row.url, aware(row.added_at), row.added_by)
-                    )
-        return found
+            return _locations(session, record_ids)
 
     def add_locations(self, record: Record, urls: Sequence[str], actor: str) -> list[str]:
         """Add locations (already validated) to a record; returns those that were new. One

@@ -466,6 +466,31 @@ class UploadRunOutput(Output):
     message: str
 
 
+class MatrixCell(_Out):
+    """The production record of a model on a target, and whether it may run there now."""
+
+    model_id: str
+    target: str
+    record_id: str
+    now: Literal["deployable", "stale", "held", "failing"]
+    reasons: list[ReasonOut]
+    since: datetime
+    actor: str
+    action: Literal["promote", "rollback"]
+    why: str | None
+
+
+class MatrixOutput(Output):
+    """What runs where, a page of models at a time (the dashboard's matrix)."""
+
+    targets: list[TargetOut]
+    models: list[str] = Field(description="This page's models, sorted.")
+    total_models: int = Field(description="Models matching the filter, on every page.")
+    offset: int
+    limit: int
+    cells: list[MatrixCell] = Field(description="Only (model, target) pairs in production.")
+
+
 class ImportedRunsOutput(Output):
     record_id: str
     runs: list[ImportedRunOut]
@@ -504,4 +529,5 @@ COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "token-revoke": TokenRevokeOutput,
     "upload-run": UploadRunOutput,
     "imported-runs": ImportedRunsOutput,
+    "matrix": MatrixOutput,
 }

@@ -63,6 +63,7 @@ from modelreg.schemas.output import (
     ImportedRunsOutput,
     ListOutput,
     LocationsOutput,
+    MatrixOutput,
     PromoteOutput,
     RollbackOutput,
     ShowOutput,
@@ -390,6 +391,17 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         otherwise."""
         result = registry.gate(model, target, sha256)
         return json_response(result, 200 if result.passed else 409)
+
+    @app.get(f"{API}/matrix", response_model=MatrixOutput, responses=errors, tags=["read"])
+    def matrix(
+        _: Reader,
+        q: OptionalText = None,
+        offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> Response:
+        """What runs where as a models × targets matrix, a page of models at a time (``q``:
+        models whose id contains it)."""
+        return json_response(registry.matrix(contains=q, offset=offset, limit=limit))
 
     @app.get(f"{API}/records", response_model=ListOutput, responses=errors, tags=["read"])
     def records(

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import shlex
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from modelreg.errors import ModelregError, NoRollbackCandidate
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
     from modelreg.api import Registry
     from modelreg.server.app import ServerSettings
+
+
+MATRIX_PAGE = 100  # models per page of the matrix
 
 
 @cache
@@ -67,11 +70,14 @@ def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings
         return authorize(registry, secret, Permission.READ, public_read=settings.public_read).name
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    def matrix_page(request: Request) -> Response:
+    def matrix_page(
+        request: Request,
+        q: Annotated[str | None, Query(max_length=200)] = None,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> Response:
         who = reader(request)
-        targets = registry.targets().targets
-        matrix = views.matrix(registry.status(), registry.models(), targets)
-        return render("matrix.html", who=who, matrix=matrix)
+        page = registry.matrix(contains=q or None, offset=offset, limit=MATRIX_PAGE)
+        return render("matrix.html", who=who, matrix=views.matrix(page), q=q or "")
 
     @app.get("/records/{record_id}", response_class=HTMLResponse, include_in_schema=False)
     def record_page(request: Request, record_id: str) -> Response:

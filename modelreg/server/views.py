@@ -4,25 +4,15 @@ page through Jinja2's autoescaping, never through markup built here)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from modelreg.schemas.output import FitOutput, StatusOutput, TargetOut
+from modelreg.schemas.output import FitOutput, MatrixCell, MatrixOutput
 
 CHART_WIDTH = 860
 LABEL_WIDTH = 140
 BAR_AREA = 300
 ROW_HEIGHT = 22
-
-
-@dataclass(frozen=True)
-class Cell:
-    record_id: str
-    state: str  # deployable, stale, held, failing
-    reasons: list[str]
-    since: str
-    actor: str
-    why: str | None
 
 
 @dataclass(frozen=True)
@@ -40,34 +30,38 @@ class Column:
 @dataclass
 class Matrix:
     columns: list[Column]
-    rows: list[tuple[str, list[Cell | None]]]
-    counts: dict[str, int] = field(default_factory=dict)
+    rows: list[tuple[str, list[MatrixCell | None]]]
+    counts: dict[str, int]
+    total_models: int
+    first: int  # 1-based number of the first model shown
+    previous_offset: int | None
+    next_offset: int | None
 
 
-def matrix(status: StatusOutput, models: list[str], targets: list[TargetOut]) -> Matrix:
+def matrix(page: MatrixOutput) -> Matrix:
     """Models × targets → the production record and its state in one word. Targets that are
     no longer defined but still hold production records get a column too (failing)."""
-    columns = [Column(t.name, t.origin, True, t.description) for t in targets]
+    columns = [Column(t.name, t.origin, True, t.description) for t in page.targets]
     known = {c.name for c in columns}
-    for entry in status.entries:
-        if entry.target not in known:
-            columns.append(Column(entry.target, "no longer defined", False))
-            known.add(entry.target)
-    cells: dict[tuple[str, str], Cell] = {}
+    for cell in page.cells:
+        if cell.target not in known:
+            columns.append(Column(cell.target, "no longer defined", False))
+            known.add(cell.target)
+    cells = {(c.model_id, c.target): c for c in page.cells}
     counts = {"deployable": 0, "stale": 0, "held": 0, "failing": 0}
-    for entry in status.entries:
-        d = entry.deployability
-        cells[(entry.model_id, entry.target)] = Cell(
-            record_id=entry.record.record_id,
-            state=d.now,
-            reasons=[r.message for r in d.reasons],
-            since=f"{entry.promotion.at:%Y-%m-%d %H:%M}",
-            actor=entry.promotion.actor,
-            why=entry.promotion.why,
-        )
-        counts[d.now] += 1
-    rows = [(m, [cells.get((m, c.name)) for c in columns]) for m in models]
-    return Matrix(columns, rows, counts)
+    for c in page.cells:
+        counts[c.now] += 1
+    rows = [(m, [cells.get((m, col.name)) for col in columns]) for m in page.models]
+    after = page.offset + len(page.models)
+    return Matrix(
+        columns,
+        rows,
+        counts,
+        page.total_models,
+        page.offset + 1,
+        max(0, page.offset - page.limit) if page.offset > 0 else None,
+        after if after < page.total_models else None,
+    )
 
 
 @dataclass(frozen=True)

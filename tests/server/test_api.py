@@ -57,6 +57,7 @@ def test_reads_return_the_models_json_prints(served: Served, client_of: Clients)
         f"/api/v1/diff?a={r1}&b={r2}": registry.diff(r1, r2),
         f"/api/v1/fit?record={r1}&target=cpu&context=512": registry.fit(r1, "cpu", context=512),
         "/api/v1/targets": registry.targets(),
+        "/api/v1/matrix": registry.matrix(),
         f"/api/v1/rollback-plan?model={MODEL}&target=cpu": registry.rollback_plan(MODEL, "cpu"),
     }
     for path, output in expected.items():
@@ -66,6 +67,28 @@ def test_reads_return_the_models_json_prints(served: Served, client_of: Clients)
     plan = reader.get(f"/api/v1/rollback-plan?model={MODEL}&target=cpu").json()
     assert plan["candidate"]["record"]["record_id"] == r1
     assert plan["candidate"]["locations"] == ["s3://models-bucket/alpha/v1"]
+
+
+def test_the_matrix_pages_through_models(served: Served, client_of: Clients) -> None:
+    registry = served.registry
+    r1, _ = _two_releases(registry)
+    for i, model in enumerate(["other/beta", "other/gamma", "third/delta"], start=10):
+        add_synthetic(registry, i, model_id=model)
+    registry.hold(r1, "x", actor="admin")  # not production: does not change the matrix
+    reader = client_of("reader")
+    first = reader.get("/api/v1/matrix", params={"limit": 2}).json()
+    assert first["models"] == ["other/beta", "other/gamma"] and first["total_models"] == 4
+    assert first["cells"] == []
+    second = reader.get("/api/v1/matrix", params={"limit": 2, "offset": 2}).json()
+    assert second["models"] == ["rules/alpha", "third/delta"]
+    (cell,) = second["cells"]
+    assert (cell["model_id"], cell["target"], cell["now"]) == (MODEL, "cpu", "deployable")
+    assert (cell["actor"], cell["why"], cell["action"]) == ("admin", "v2", "promote")
+    other = reader.get("/api/v1/matrix", params={"q": "OTHER"}).json()
+    assert other["models"] == ["other/beta", "other/gamma"] and other["total_models"] == 2
+    literal = reader.get("/api/v1/matrix", params={"q": "%"}).json()
+    assert literal["models"] == [] and literal["total_models"] == 0
+    _error(reader.get("/api/v1/matrix", params={"limit": 0}), 422, "invalid_input")
 
 
 def test_the_deploy_gate_is_200_only_for_the_deployable_production_digest(
