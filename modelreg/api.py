@@ -1019,10 +1019,12 @@ class Registry:
         # are raised after it ends (the "did you mean" of an unknown model reads on its own).
         productions: list[Promotion] = []
         with self.store.snapshot() as view:
-            known_model = model_id is None or view.has_model(model_id)
             targets = self._targets_with(view.target_specs())
-            if known_model and (target is None or target in targets):
+            if target is None or target in targets:
                 productions = view.productions(model_id, target)
+            # A model with production records exists: ask only when it has none.
+            known_model = model_id is None or bool(productions) or view.has_model(model_id)
+            if productions:
                 records = view.records_by_id(p.record_id for p in productions)
                 ids = sorted(records)
                 files = view.files(ids)

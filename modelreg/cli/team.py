@@ -26,6 +26,10 @@ def serve(
         int,
         typer.Option("--max-body-bytes", min=1024, help="Larger request bodies get 413."),
     ] = 16 << 20,
+    workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Server processes.")] = 1,
+    access_log: Annotated[
+        bool, typer.Option("--access-log", help="Log every request to stderr.")
+    ] = False,
 ) -> int:
     """Serve the registry over HTTP: the JSON API under /api/v1 (OpenAPI at
     /api/v1/openapi.json), the deploy gate, and the dashboard at /. Writes need a token
@@ -36,7 +40,7 @@ def serve(
     settings = ServerSettings(
         url=db, public_read=public_read, max_body_bytes=max_body_bytes, targets_file=None
     )
-    run(settings, host, port, announce=say)
+    run(settings, host, port, announce=say, access_log=access_log, workers=workers)
     return 0
 
 

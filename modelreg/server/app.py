@@ -20,7 +20,9 @@ dashboard is server-rendered HTML with inline SVG and one packaged stylesheet, n
 
 # No ``from __future__ import annotations`` here: FastAPI reads the endpoints' annotations at
 # run time, and the role dependencies (``Reader``, ``Releaser``…) are local to ``_install_api``.
+import json
 import logging
+import os
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -600,38 +602,23 @@ def parse_form(body: bytes) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
 
 
-def _no_delay_h11() -> type:
-    """uvicorn's h11 protocol, setting TCP_NODELAY on each accepted connection.
-
-    asyncio sets it only when the listening socket's ``proto`` is IPPROTO_TCP — true of
-    uvicorn's own host/port bind (getaddrinfo), not of a socket handed over (``--fd``, systemd,
-    a pre-bound socket), whose accepted connections would hold small keep-alive responses back
-    (Nagle's algorithm against the client's delayed ACK: ~40 ms a response). Set explicitly.
-    """
-    import socket
-
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class NoDelayH11Protocol(H11Protocol):
-        def connection_made(self, transport: Any) -> None:
-            sock = transport.get_extra_info("socket")
-            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            super().connection_made(transport)
-
-    return NoDelayH11Protocol
+PROTOCOL = "modelreg.server.protocol:NoDelayH11Protocol"
+SETTINGS_VARIABLE = "MODELREG_SERVE_SETTINGS"
 
 
-def server_config(app: ASGIApp, host: str, port: int, *, access_log: bool = False) -> Any:
-    """The uvicorn configuration ``serve`` (and the tests) run with: h11 on asyncio, one
-    process, TCP_NODELAY on every connection."""
+def server_config(
+    app: ASGIApp | str, host: str, port: int, *, access_log: bool = False, workers: int = 1
+) -> Any:
+    """The uvicorn configuration ``serve`` (and the tests) run with: h11 on asyncio with
+    TCP_NODELAY on every connection (``modelreg.server.protocol``); ``workers`` processes
+    (then ``app`` is the factory's import string)."""
     import uvicorn
 
     return uvicorn.Config(
         app,
         host=host,
         port=port,
-        http=_no_delay_h11(),
+        http=PROTOCOL,
         loop="asyncio",
         interface="asgi3",
         lifespan="off",
@@ -639,6 +626,18 @@ def server_config(app: ASGIApp, host: str, port: int, *, access_log: bool = Fals
         access_log=access_log,
         log_level="warning",
         backlog=2048,
+        workers=workers,
+        factory=isinstance(app, str),
+    )
+
+
+def app_from_environment() -> ASGIApp:
+    """The application of a ``--workers`` process: settings from the environment the parent
+    set (``MODELREG_SERVE_SETTINGS``, JSON)."""
+    data = json.loads(os.environ[SETTINGS_VARIABLE])
+    targets_file = data.pop("targets_file")
+    return create_app(
+        ServerSettings(**data, targets_file=Path(targets_file) if targets_file else None)
     )
 
 
@@ -649,14 +648,40 @@ def run(
     *,
     announce: Callable[[str], None] = print,
     access_log: bool = False,
+    workers: int = 1,
 ) -> None:
-    """Serve until interrupted."""
+    """Serve until interrupted: one process, or ``workers`` processes sharing the socket
+    (each opens the registry; the parent checks it first, so errors show before serving)."""
     import uvicorn
 
-    config = server_config(create_app(settings), host, port, access_log=access_log)
+    if workers == 1:
+        config = server_config(create_app(settings), host, port, access_log=access_log)
+    else:
+        api.open(settings.url, targets_file=settings.targets_file)  # fail here, not in workers
+        os.environ[SETTINGS_VARIABLE] = json.dumps(
+            {
+                "url": settings.url,
+                "public_read": settings.public_read,
+                "max_body_bytes": settings.max_body_bytes,
+                "targets_file": str(settings.targets_file) if settings.targets_file else None,
+            }
+        )
+        config = server_config(
+            "modelreg.server.app:app_from_environment",
+            host,
+            port,
+            access_log=access_log,
+            workers=workers,
+        )
     who = "anyone may read" if settings.public_read else "reads and writes need a token"
     announce(
         f"modelreg serve: dashboard http://{host}:{port}/ · API http://{host}:{port}{API} · "
         f"OpenAPI http://{host}:{port}{API}/openapi.json · {who}"
+        + (f" · {workers} worker processes" if workers > 1 else "")
     )
-    uvicorn.Server(config).run()
+    if workers == 1:
+        uvicorn.Server(config).run()
+        return
+    from uvicorn.supervisors import Multiprocess
+
+    Multiprocess(config, sockets=[config.bind_socket()]).run()

@@ -4,16 +4,21 @@ models as ``--json``, the deploy gate, roles and tokens, the error shape, body l
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
+import pytest
 
+import modelreg
 from modelreg.api import Registry
 from tests.helpers import PASSING, add_synthetic, record_run, synthetic_manifest
 from tests.server.conftest import Served, serving
 
 MODEL = "rules/alpha"
+REPO = Path(__file__).resolve().parents[2]
 Clients = Callable[[str | None], httpx.Client]
 
 
@@ -392,3 +397,49 @@ def test_openapi_is_served(served: Served) -> None:
     schemas = spec.json()["components"]["schemas"]
     assert {"StatusOutput", "GateOutput", "ErrorOutput", "RunUpload"} <= set(schemas)
     assert served.client().get("/api/v1/docs").status_code == 404  # no CDN-loading UI
+
+
+@pytest.mark.slow
+def test_modelreg_serve_with_worker_processes(tmp_path: Path) -> None:
+    """The command itself, in a subprocess: two worker processes share the socket; the
+    registry is opened (and its errors shown) before serving."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    registry = modelreg.open(url)
+    record = add_synthetic(registry, 1)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = "import sys; from modelreg.cli.main import run; sys.argv[0] = 'modelreg'; run()"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MODELREG_HOME": str(tmp_path / "home")}
+    argv = [sys.executable, "-c", code, "--db", url, "serve", "--port", str(port)]
+    refused = subprocess.run(
+        [sys.executable, "-c", code, "--db", "postgresql+psycopg://u@127.0.0.1:1/x", "serve"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert refused.returncode == 4 and "cannot be reached" in refused.stderr
+    server = subprocess.Popen(
+        [*argv, "--workers", "2", "--public-read"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                response = httpx.get(f"http://127.0.0.1:{port}/api/v1/records/{record}")
+                break
+            except httpx.ConnectError:
+                assert server.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+        assert response.status_code == 200
+        assert response.json()["record"]["record_id"] == record
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=30)
+    assert "2 worker processes" in err and "anyone may read" in err
