@@ -16,10 +16,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
@@ -295,6 +296,89 @@ def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
 # -- queries shared by plain reads and locked transactions --------------------------------
 
 
+# -- the hot reads' statements, built once (``status`` under load: constructing a select and
+# its cache key costs about as much CPU as running it). ``ids`` / ``targets`` expand into IN.
+
+
+@cache
+def _latest_runs_statement() -> Any:
+    v = VerificationRow
+    last = (
+        select(func.max(v.id))
+        .where(
+            col(v.target).in_(bindparam("targets", expanding=True)),
+            col(v.record_id).in_(bindparam("ids", expanding=True)),
+        )
+        .group_by(col(v.record_id), col(v.target))
+    )
+    last_runs = select(v.run_id).where(col(v.id).in_(last))
+    # Plain columns, not ORM rows with their evidence: the hot path of status and list.
+    return (
+        sa_select(
+            col(v.record_id),
+            col(v.target),
+            col(v.check),
+            col(v.required),
+            col(v.outcome),
+            col(v.classification),
+            col(v.finished_at),
+            col(v.run_id),
+            col(v.fingerprint_json),
+        )
+        .where(col(v.run_id).in_(last_runs))
+        .order_by(col(v.id))
+    )
+
+
+@cache
+def _states_statement() -> Any:
+    s = RecordStateRow
+    return sa_select(col(s.record_id), col(s.state), col(s.reason), col(s.at), col(s.actor)).where(
+        col(s.record_id).in_(bindparam("ids", expanding=True))
+    )
+
+
+@cache
+def _records_statement() -> Any:
+    return select(RecordRow).where(col(RecordRow.id).in_(bindparam("ids", expanding=True)))
+
+
+@cache
+def _productions_statement(by_model: bool, by_target: bool) -> Any:
+    p = PromotionRow
+    newest = select(func.max(p.id)).group_by(col(p.model_id), col(p.target))
+    if by_model:
+        newest = newest.where(p.model_id == bindparam("model_id"))
+    if by_target:
+        newest = newest.where(p.target == bindparam("target"))
+    return select(p).where(col(p.id).in_(newest)).order_by(col(p.model_id), col(p.target))
+
+
+@cache
+def _files_statement() -> Any:
+    f = RecordFileRow
+    return (
+        sa_select(col(f.record_id), col(f.path), col(f.bytes), col(f.sha256))
+        .where(col(f.record_id).in_(bindparam("ids", expanding=True)))
+        .order_by(col(f.record_id), col(f.path))
+    )
+
+
+@cache
+def _locations_statement() -> Any:
+    loc = RecordLocationRow
+    return (
+        sa_select(col(loc.record_id), col(loc.url), col(loc.added_at), col(loc.added_by))
+        .where(col(loc.record_id).in_(bindparam("ids", expanding=True)))
+        .order_by(col(loc.id))
+    )
+
+
+@cache
+def _target_specs_statement() -> Any:
+    return select(TargetRow).order_by(col(TargetRow.name))
+
+
 def _latest_runs(
     session: Session, record_ids: Sequence[str], target: str
 ) -> dict[str, list[CheckVerdict]]:
@@ -309,29 +393,9 @@ def _latest_runs_on(
     """(record id, target) -> the check verdicts of the record's latest run there, for every
     pair that has one: one query per chunk of records, whatever the number of targets."""
     runs: dict[tuple[str, str], list[CheckVerdict]] = {}
-    v = VerificationRow
     for chunk in _chunks(list(record_ids)):
-        last = (
-            select(func.max(v.id))
-            .where(col(v.target).in_(list(targets)), col(v.record_id).in_(chunk))
-            .group_by(col(v.record_id), col(v.target))
-        )
-        last_runs = select(v.run_id).where(col(v.id).in_(last))
-        # Plain columns, not ORM rows with their evidence: the hot path of status and list.
         rows = session.execute(
-            sa_select(
-                col(v.record_id),
-                col(v.target),
-                col(v.check),
-                col(v.required),
-                col(v.outcome),
-                col(v.classification),
-                col(v.finished_at),
-                col(v.run_id),
-                col(v.fingerprint_json),
-            )
-            .where(col(v.run_id).in_(last_runs))
-            .order_by(col(v.id))
+            _latest_runs_statement(), {"ids": list(chunk), "targets": list(targets)}
         ).all()
         fingerprints: dict[str, dict[str, str]] = {}
         for record_id, target, check, required, outcome, cls, at, run_id, fp in rows:
@@ -346,12 +410,9 @@ def _latest_runs_on(
 def _states(session: Session, record_ids: Sequence[str]) -> dict[str, RecordState]:
     states: dict[str, RecordState] = {}
     for chunk in _chunks(list(record_ids)):
-        for row in session.exec(
-            select(RecordStateRow).where(col(RecordStateRow.record_id).in_(chunk))
-        ):
-            states[row.record_id] = RecordState(
-                RecordStateKind(row.state), row.reason, aware(row.at), row.actor
-            )
+        rows = session.execute(_states_statement(), {"ids": list(chunk)}).all()
+        for record_id, state, reason, at, actor in rows:
+            states[record_id] = RecordState(RecordStateKind(state), reason, aware(at), actor)
     return states
 
 
@@ -364,15 +425,11 @@ def _promotions(session: Session, model_id: str, target: str | None) -> list[Pro
 
 def _productions(session: Session, model_id: str | None, target: str | None) -> list[Promotion]:
     """The current production row of every (model, target), by model then target."""
-    p = PromotionRow
-    newest = select(func.max(p.id)).group_by(col(p.model_id), col(p.target))
-    if model_id:
-        newest = newest.where(p.model_id == model_id)
+    statement = _productions_statement(bool(model_id), bool(target))
+    params = {"model_id": model_id} if model_id else {}
     if target:
-        newest = newest.where(p.target == target)
-    rows = session.exec(
-        select(p).where(col(p.id).in_(newest)).order_by(col(p.model_id), col(p.target))
-    ).all()
+        params["target"] = target
+    rows = session.exec(statement, params=params).all()
     return [Promotion.from_row(r) for r in rows]
 
 
@@ -390,20 +447,15 @@ def _records_by_id(session: Session, record_ids: Iterable[str]) -> dict[str, Rec
     ids = sorted(set(record_ids))
     found: dict[str, Record] = {}
     for chunk in _chunks(ids):
-        for row in session.exec(select(RecordRow).where(col(RecordRow.id).in_(chunk))):
+        for row in session.exec(_records_statement(), params={"ids": list(chunk)}):
             found[row.id] = Record.from_row(row)
     return found
 
 
 def _files(session: Session, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
     found: dict[str, list[StoredFile]] = {i: [] for i in record_ids}
-    f = RecordFileRow
     for chunk in _chunks(list(record_ids)):
-        rows = session.execute(
-            sa_select(col(f.record_id), col(f.path), col(f.bytes), col(f.sha256))
-            .where(col(f.record_id).in_(chunk))
-            .order_by(col(f.record_id), col(f.path))
-        ).all()
+        rows = session.execute(_files_statement(), {"ids": list(chunk)}).all()
         for record_id, path, size, sha256 in rows:
             found[record_id].append(StoredFile(path, size, sha256))
     return found
@@ -415,7 +467,7 @@ def _has_model(session: Session, model_id: str) -> bool:
 
 
 def _target_specs(session: Session) -> list[StoredTarget]:
-    rows = session.exec(select(TargetRow).order_by(col(TargetRow.name))).all()
+    rows = session.exec(_target_specs_statement()).all()
     return [
         StoredTarget(
             r.name, json.loads(r.spec_json), r.spec_sha256, aware(r.defined_at), r.defined_by
@@ -426,13 +478,8 @@ def _target_specs(session: Session) -> list[StoredTarget]:
 
 def _locations(session: Session, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
     found: dict[str, list[StoredLocation]] = {i: [] for i in record_ids}
-    loc = RecordLocationRow
     for chunk in _chunks(list(record_ids)):
-        rows = session.execute(
-            sa_select(col(loc.record_id), col(loc.url), col(loc.added_at), col(loc.added_by))
-            .where(col(loc.record_id).in_(chunk))
-            .order_by(col(loc.id))
-        ).all()
+        rows = session.execute(_locations_statement(), {"ids": list(chunk)}).all()
         for record_id, url, added_at, added_by in rows:
             found[record_id].append(StoredLocation(url, aware(added_at), added_by))
     return found
