@@ -27,6 +27,10 @@ def serve(
         typer.Option("--max-body-bytes", min=1024, help="Larger request bodies get 413."),
     ] = 16 << 20,
     workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Server processes.")] = 1,
+    threads: Annotated[
+        int,
+        typer.Option("--threads", min=1, max=256, help="Requests handled at once, per process."),
+    ] = 8,
     access_log: Annotated[
         bool, typer.Option("--access-log", help="Log every request to stderr.")
     ] = False,
@@ -38,7 +42,11 @@ def serve(
 
     db = ctx.obj.get("db") if ctx.obj else None
     settings = ServerSettings(
-        url=db, public_read=public_read, max_body_bytes=max_body_bytes, targets_file=None
+        url=db,
+        public_read=public_read,
+        max_body_bytes=max_body_bytes,
+        targets_file=None,
+        threads=threads,
     )
     run(settings, host, port, announce=say, access_log=access_log, workers=workers)
     return 0
