@@ -19,7 +19,8 @@ For each server, the same generator (asyncio, a minimal HTTP/1.1 keep-alive clie
 - closed loop: ``--clients`` connections for ``--seconds``: requests/s, p50, p99, errors;
 - open loop: ``--rate`` requests/s for ``--seconds``, latency from the scheduled time
   (no coordinated omission): p50, p99, errors;
-- peak RSS of the server's whole process tree during the load (sampled every 100 ms);
+- peak RSS of the server's whole process tree during the load (sampled every 100 ms), and its
+  CPU time per request in the closed loop (the box is shared: requests/s alone hides it);
 - ours only: the dashboard's matrix page (1,000 models × 5 targets), server time by the
   response's arrival, median of 5.
 
@@ -250,6 +251,23 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and its living descendants."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for p in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = p.cpu_times()
+            total += times.user + times.system
+    return total
+
+
 class RssSampler:
     """Peak RSS of a process tree, sampled every 100 ms in a thread."""
 
@@ -320,12 +338,15 @@ def measure(server: Server, paths: Callable[[], str], args: argparse.Namespace) 
         await closed_loop("127.0.0.1", server.port, paths, 4, 1.0)  # warm up
         sequential = await closed_loop("127.0.0.1", server.port, paths, 1, 3.0)
         with RssSampler(server.process.pid) as rss:
+            cpu_before = tree_cpu_seconds(server.process.pid)
             closed = await closed_loop("127.0.0.1", server.port, paths, args.clients, args.seconds)
+            cpu = tree_cpu_seconds(server.process.pid) - cpu_before
             opened = await open_loop("127.0.0.1", server.port, paths, args.rate, args.seconds)
         return {
             "startup_s": round(server.startup_seconds, 2),
             "sequential_1_connection": sequential.summary(),
-            f"closed_loop_{args.clients}_clients": closed.summary(),
+            f"closed_loop_{args.clients}_clients": closed.summary()
+            | {"server_cpu_ms_per_request": round(cpu / max(closed.requests, 1) * 1000, 2)},
             f"open_loop_{args.rate:g}_per_s": opened.summary(),
             "peak_rss_mb": round(rss.peak / 2**20, 1),
         }
