@@ -157,6 +157,8 @@ def _deployed_lines(label: str, unit: DeployedOut) -> None:
     out(f"  location  {record.location}")
     for f in record.files:
         out(f"  file      {f.path}  sha256:{f.sha256}")
+    for url in unit.locations:
+        out(f"  fetch     {url}")
 
 
 def _rollback_text(plan: RollbackOutput) -> None:

@@ -183,3 +183,18 @@ def test_locate_and_fetch(cli, tmp_path: Path) -> None:
 
     code, _, err = cli("add", tmp_path / "copy" / "m.gguf", "--location", "ftp://x/y")
     assert code == 2 and "scheme must be one of" in err
+
+
+def test_the_rollback_plan_says_where_the_candidates_bytes_are(cli) -> None:
+    registry = _registry()
+    r1, r2 = add_synthetic(registry, 1), add_synthetic(registry, 2)
+    for record in (r1, r2):
+        record_run(registry, record)
+        registry.promote(record, "cpu")
+    registry.locate(r1, ["s3://models/alpha/v1"])
+    code, out, _ = cli("rollback", "rules/alpha", "--target", "cpu")
+    assert code == 0
+    candidate = out.split(f"rollback to {r1}", 1)[1]
+    assert "  fetch     s3://models/alpha/v1\n" in candidate
+    code, out, _ = cli("status", "rules/alpha", "--json")
+    assert json.loads(out)["entries"][0]["locations"] == []  # r2: added by a test, no path
