@@ -52,7 +52,13 @@ test: lint typecheck unit
 schema: $(STAMP)
 	$(BIN)/python -m modelreg.schemas.export schemas/
 
-bench: $(STAMP)
+# MLflow, the registry the team service is compared with: its own virtualenv, never .venv.
+MLFLOW := benchmarks/.work/mlflow-venv/bin/mlflow
+$(MLFLOW):
+	$(PYTHON) -m venv benchmarks/.work/mlflow-venv
+	benchmarks/.work/mlflow-venv/bin/pip install --quiet mlflow==3.17.2
+
+bench: $(STAMP) $(MLFLOW)
 	@if [ -z "$${MODELREG_TEST_POSTGRES_URL:-}" ] && ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1; then \
 		MODELREG_TEST_POSTGRES_URL=$$(bash scripts/start-postgres) $(BIN)/python -m benchmarks.run; \
 	else \

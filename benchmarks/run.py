@@ -15,6 +15,7 @@ from benchmarks import (
     bench_gguf_header,
     bench_registry,
     bench_safetensors,
+    bench_server,
     bench_suite,
     bench_trust,
     bench_verify,
@@ -79,6 +80,7 @@ def main() -> None:
     results += bench_endpoint.run()
     results += bench_safetensors.run()
     results += bench_registry.run()
+    results += bench_server.run()
     text = render(results)
     RESULTS.write_text(text + _NOTES, encoding="utf-8")
     print(text)

@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from modelreg import config, rules
 from modelreg.deployed_unit import deployed_unit
@@ -36,8 +36,10 @@ from modelreg.errors import (
     ModelregError,
     NoRollbackCandidate,
     NotDeployable,
+    NotFound,
     RecordNotFound,
     TargetNotFound,
+    Unauthorized,
 )
 from modelreg.fingerprint import Fingerprint, runtime_fingerprint
 from modelreg.rules import (
@@ -59,14 +61,23 @@ from modelreg.schemas.output import (
     DiffSection,
     EventOut,
     ExportOutput,
+    FetchedFileOut,
+    FetchOutput,
+    FetchProblem,
     FileOut,
     FitOutput,
     GateOutput,
     HistoryOutput,
+    ImportedRunOut,
+    ImportedRunsOutput,
     ImportOutput,
     InspectOutput,
     ListItem,
     ListOutput,
+    LocationOut,
+    LocationsOutput,
+    MatrixCell,
+    MatrixOutput,
     PromoteOutput,
     PromotionOut,
     ReasonOut,
@@ -82,7 +93,13 @@ from modelreg.schemas.output import (
     SuiteCaseOutput,
     SuiteOutput,
     TargetOut,
+    TargetsChangeOutput,
     TargetsOutput,
+    TokenCreateOutput,
+    TokenOut,
+    TokenRevokeOutput,
+    TokensOutput,
+    UploadRunOutput,
     VerifyOutput,
     VerifyStaleOutput,
 )
@@ -92,11 +109,14 @@ if TYPE_CHECKING:
     # imported: `modelreg inspect` needs no database.
     from modelreg.manifests.build import BuiltArtifact
     from modelreg.registry.store import (
+        ForeignRun,
         Locked,
         Promotion,
         Record,
         Store,
         StoredFile,
+        StoredTarget,
+        StoredToken,
         Verification,
     )
     from modelreg.schemas.manifest import HostRun, Manifest
@@ -107,6 +127,7 @@ if TYPE_CHECKING:
     from modelreg.validators.child import RuntimeChild
 
 _SHA256_RE = re.compile(r"[0-9a-fA-F]{64}")
+_MAX_UPLOADED_CHECKS = 100
 _RECORD_ID_RE = re.compile(r"r_[0-9a-f]{4,}")
 
 
@@ -290,15 +311,35 @@ def event_summary(kind: str, detail: dict[str, Any]) -> str:
         return f"was {previous}" if previous else "first production record"
     if kind == "add" and detail.get("hold_reasons"):
         return f"on hold: {'; '.join(detail['hold_reasons'])}"
+    if kind == "locate":
+        return "can be fetched from " + ", ".join(detail.get("added", []))
+    if kind == "upload-run":
+        checks = ", ".join(f"{c}={o}" for c, o in sorted(detail.get("checks", {}).items()))
+        signer = detail.get("signed_by")
+        trust = (
+            f"signed by trusted key {signer}"
+            if signer
+            else "signed, key not trusted here"
+            if detail.get("signed")
+            else "unsigned: never counted"
+        )
+        return f"uploaded run from {detail.get('host')} ({checks}): {trust}"
     if kind == "hold" and detail.get("rolled_back_to"):
         return f"rolled back from (to {detail['rolled_back_to']} on {detail.get('target')})"
     return ""
 
 
 def targets(targets_file: Path | None = None) -> TargetsOutput:
-    """Every target: this host (cpu), the Inferentia2 profiles, user-defined ones."""
+    """Every target known without a registry: this host (cpu), the Inferentia2 profiles and
+    the local targets file (``Registry.targets`` adds the registry's shared ones)."""
     from modelreg.targets import all_targets
 
+    return targets_output(all_targets(targets_file))
+
+
+def targets_output(found: dict[str, Target]) -> TargetsOutput:
+    """Targets as the output contract shows them, with their origin (builtin, registry,
+    local:PATH)."""
     return TargetsOutput(
         targets=[
             TargetOut(
@@ -314,7 +355,7 @@ def targets(targets_file: Path | None = None) -> TargetsOutput:
                 runtime=dict(t.runtime),
                 unit=deployed_unit(t),
             )
-            for t in all_targets(targets_file).values()
+            for t in found.values()
         ]
     )
 
@@ -480,12 +521,17 @@ class Registry:
     # -- targets -------------------------------------------------------------------------
 
     def all_targets(self) -> dict[str, Target]:
+        """Every target, merged in one place: built in, shared through the registry
+        (``targets add``), and the local targets file as an overlay labelled ``local:PATH``."""
+        return self._targets_with(self.store.target_specs())
+
+    def _targets_with(self, shared: Sequence[StoredTarget]) -> dict[str, Target]:
         from modelreg.targets import all_targets
 
-        return all_targets(self.targets_file)
+        return all_targets(self.targets_file, {t.name: t.spec for t in shared})
 
     def target(self, name: str) -> Target:
-        """A target by name (built in, or from the targets file); resolved once per call."""
+        """A target by name (built in, shared, or local); resolved once per call."""
         from modelreg.limits import TARGET_NAME_MAX, check_length
 
         check_length("target", name, TARGET_NAME_MAX)
@@ -495,14 +541,18 @@ class Registry:
         return found[name]
 
     def targets(self) -> TargetsOutput:
-        """Every target: built in, and from the targets file."""
-        return targets(self.targets_file)
+        """Every target: built in, shared through the registry, and local."""
+        return targets_output(self.all_targets())
 
     # -- records -------------------------------------------------------------------------
 
     def get(self, ref: str) -> Record:
         """A record by id or unique id prefix."""
         return self.store.get(ref)
+
+    def models(self) -> list[str]:
+        """Every model id with at least one record, sorted."""
+        return self.store.model_ids()
 
     def _record_out(self, record: Record) -> RecordOut:
         files = self.store.files([record.id])[record.id]
@@ -539,15 +589,22 @@ class Registry:
         *,
         signature: Path | None = None,
         actor: str | None = None,
+        locations: Sequence[str] = (),
         **options: Any,
     ) -> AddOutput:
         """Record an artifact (idempotent: the same facts are the same record). Options are
-        those of ``modelreg.inspect``. ``signature``: a bundle made with ``model_signing sign
-        key``; its per-file digests must be the record's (checked before anything is written)
-        and it is kept with the record, to be verified against a target's trusted keys."""
+        those of ``modelreg.inspect``.
+
+        ``signature``: a bundle made with ``model_signing sign key``; its per-file digests
+        must be the record's (checked before anything is written) and it is kept with the
+        record, to be verified against a target's trusted keys. ``locations``: URLs its bytes
+        can also be fetched from; this host's ``file://`` path (or, for ``hf://`` adds, the
+        pinned revision) is recorded with them."""
+        from modelreg.locations import file_url, parse_location
         from modelreg.signing import read_artifact_signature
         from modelreg.validators.signature import covered
 
+        given = [parse_location(url).url for url in locations]  # refuse before hashing
         artifact_signature = read_artifact_signature(signature) if signature else None
         built = inspect(paths, **options)
         if artifact_signature is not None:
@@ -565,10 +622,53 @@ class Registry:
             self.store.add_artifact_signature(
                 record, artifact_signature.bundle, artifact_signature.key_hint, actor
             )
+        here = (
+            record.manifest.source
+            if built.resolution is not None and record.manifest.source
+            else file_url(built.root)
+        )
+        self.store.add_locations(record, [here, *given], actor)
         return AddOutput(
             created=created,
             record=self._record_out(record),
             manifest=record.manifest.model_dump(mode="json"),
+            locations=[loc.url for loc in self.store.locations([record.id])[record.id]],
+        )
+
+    def add_manifest(
+        self,
+        manifest: dict[str, Any],
+        *,
+        record_id: str | None = None,
+        locations: Sequence[str] = (),
+        actor: str | None = None,
+    ) -> AddOutput:
+        """Record a manifest produced elsewhere (``modelreg inspect --json`` on the build
+        host), with the locations its bytes can be fetched from. The manifest is validated
+        like an import; ``record_id``, when given, must be the id its facts give (a manifest
+        edited after inspect is refused). The record's add path is the first ``file://``
+        location's path, else ``.``: ``verify`` then needs ``--path``."""
+        from modelreg.locations import parse_location
+        from modelreg.schemas.manifest import load_manifest
+
+        parsed = load_manifest(manifest, origin="manifest")
+        if record_id is not None and record_id != parsed.record_id:
+            raise InvalidInput(
+                f"record_id {record_id[:40]!r} is not the id of this manifest's facts "
+                f"({parsed.record_id})",
+                "send the output of modelreg inspect --json unchanged",
+            )
+        urls = [parse_location(url) for url in locations]
+        root = next((Path(u.path) for u in urls if u.scheme == "file"), Path("."))
+        actor = actor or config.actor()
+        record, created = self.store.add(parsed, root, actor, {"from": "manifest"})
+        if urls:
+            self.store.add_locations(record, [u.url for u in urls], actor)
+        return AddOutput(
+            created=created,
+            record=self._record_out(record),
+            manifest=record.manifest.model_dump(mode="json"),
+            locations=[loc.url for loc in self.store.locations([record.id])[record.id]],
         )
 
     # -- deployability -------------------------------------------------------------------
@@ -618,7 +718,7 @@ class Registry:
             manifest=record.manifest.model_dump(mode="json"),
             production=production,
             deployability=deployability,
-            runs=_runs_out(verifications),
+            runs=_runs_out(verifications, self.store.foreign_runs(record.id)),
             units={t: unit for t, unit in units.items() if unit},
         )
 
@@ -971,7 +1071,8 @@ class Registry:
 
     def _deployed(self, record: Record, verdict: Deployability, target: str) -> DeployedOut:
         the_target = self.all_targets().get(target)
-        run = self.store.latest_run(record.id, target)
+        # The run that decides the verdict (none: no run counts there), never merely the newest.
+        run = self.store.run_checks(verdict.run_id) if verdict.run_id else []
         answered = [
             str(g.get("output"))
             for v in run
@@ -985,6 +1086,7 @@ class Registry:
             runtime=dict(run[0].fingerprint) if run else {},
             answered=answered,
             unit=deployed_unit(the_target) if the_target is not None else {},
+            locations=[loc.url for loc in self.store.locations([record.id])[record.id]],
         )
 
     def _rollback_output(
@@ -1196,20 +1298,29 @@ class Registry:
     def status(self, model_id: str | None = None, target: str | None = None) -> StatusOutput:
         """What runs where: for every (model, target) with a production record, that record,
         its files, and whether it is deployable there now (stale / held / failing)."""
-        if model_id is not None:
-            self._require_model(model_id)
+        # One read transaction for all of it: one connection, one consistent view. Errors
+        # are raised after it ends (the "did you mean" of an unknown model reads on its own).
+        # The judge reads targets and suites first: never inside the snapshot (SQLite).
         judge = _Judge(self)
+        productions: list[Promotion] = []
+        with self.store.snapshot() as view:
+            if target is None or target in judge.targets:
+                productions = view.productions(model_id, target)
+            # A model with production records exists: ask only when it has none.
+            known_model = model_id is None or bool(productions) or view.has_model(model_id)
+            if productions:
+                records = view.records_by_id(
+                    (p.record_id for p in productions), with_manifests=False
+                )
+                ids = sorted(records)
+                files = view.files(ids)
+                states = view.states(ids)
+                runs = view.latest_runs_on(ids, sorted({p.target for p in productions}))
+                locations = view.locations(ids)
+        if model_id is not None and not known_model:
+            self._require_model(model_id)
         if target is not None and target not in judge.targets:
             raise TargetNotFound(target, sorted(judge.targets))
-        productions = self.store.productions(model_id, target)
-        records = self.store.records_by_id((p.record_id for p in productions), with_manifests=False)
-        ids = sorted(records)
-        files = self.store.files(ids)
-        states = self.store.states(ids)
-        by_target: dict[str, list[str]] = {}
-        for p in productions:
-            by_target.setdefault(p.target, []).append(p.record_id)
-        runs = {t: self.store.latest_runs(sorted(set(rs)), t) for t, rs in by_target.items()}
         entries = []
         for p in productions:
             record = records[p.record_id]
@@ -1218,7 +1329,7 @@ class Registry:
                 record,
                 p.target,
                 state,
-                runs[p.target][record.id],
+                runs.get((record.id, p.target), []),
                 {f.path: f.sha256 for f in files[record.id]},
             )
             entries.append(
@@ -1231,9 +1342,61 @@ class Registry:
                     unit=deployed_unit(judge.targets[p.target])
                     if p.target in judge.targets
                     else {},
+                    locations=[loc.url for loc in locations[record.id]],
                 )
             )
         return StatusOutput(entries=entries)
+
+    def matrix(
+        self, *, contains: str | None = None, offset: int = 0, limit: int = 100
+    ) -> MatrixOutput:
+        """What runs where as a models × targets matrix, a page of models at a time
+        (``contains``: a case-insensitive substring of the model id): each production record
+        and whether it may run there now, by the same rules as ``status``."""
+        if offset < 0 or not 1 <= limit <= 1000:
+            raise InvalidInput(f"offset {offset} / limit {limit}: give offset ≥ 0, limit 1-1000")
+        judge = _Judge(self)
+        with self.store.snapshot() as view:
+            models, total = view.model_page(contains, offset, limit)
+            productions = view.productions_of(models)
+            records = view.records_by_id((p.record_id for p in productions), with_manifests=False)
+            ids = sorted(records)
+            states = view.states(ids)
+            files = view.files(ids)
+            runs = view.latest_runs_on(ids, sorted({p.target for p in productions}))
+        cells = []
+        for p in productions:
+            record = records[p.record_id]
+            verdict = deployability_out(
+                judge.verdict(
+                    record,
+                    p.target,
+                    states.get(record.id, rules.ACTIVE),
+                    runs.get((record.id, p.target), []),
+                    {f.path: f.sha256 for f in files[record.id]},
+                )
+            )
+            cells.append(
+                MatrixCell(
+                    model_id=p.model_id,
+                    target=p.target,
+                    record_id=record.id,
+                    now=verdict.now,
+                    reasons=verdict.reasons,
+                    since=p.at,
+                    actor=p.actor,
+                    action="rollback" if p.action == "rollback" else "promote",
+                    why=p.why,
+                )
+            )
+        return MatrixOutput(
+            targets=targets_output(judge.targets).targets,
+            models=models,
+            total_models=total,
+            offset=offset,
+            limit=limit,
+            cells=cells,
+        )
 
     def gate(self, model_id: str, target: str, sha256: str) -> GateOutput:
         """The deploy gate: passes only when ``sha256`` is a file of the current production
@@ -1348,9 +1511,14 @@ class Registry:
         """Where the record's latest run passed, when, on which host, under which runtime."""
         from modelreg.manifests.card import VerifiedOn
 
+        judge = _Judge(self)
+        state = self.store.state(record.id)
         verified = []
         for target in self.store.verified_targets(record.id):
-            run = self.store.latest_run(record.id, target)
+            # The run that counts there (an unsigned upload never vouches for a card).
+            runs = self.store.latest_runs([record.id], target)[record.id]
+            decided = judge.verdict(record, target, state, runs)
+            run = self.store.run_checks(decided.run_id) if decided.run_id else []
             result = rules.run_verdict(
                 (v.result.check, v.result.required, v.result.outcome, v.result.classification)
                 for v in run
@@ -1537,6 +1705,291 @@ class Registry:
 
         return import_registry(self.store, path, actor or config.actor())
 
+    # -- shared targets ------------------------------------------------------------------
+
+    def define_targets(self, path: Path, *, actor: str | None = None) -> TargetsChangeOutput:
+        """Share the targets of a YAML file (the targets.yaml format) through the registry:
+        everyone using it sees the same definitions. A definition replaces the stored one of
+        that name; each change is an event."""
+        from modelreg.targets import (
+            TARGET_NAME_RE,
+            builtin_names,
+            read_target_specs,
+            spec_as_json,
+        )
+
+        if not path.is_file():
+            raise InvalidInput(f"{path}: no such file", "give a targets YAML file")
+        specs = read_target_specs(path)
+        if not specs:
+            raise InvalidInput(f"{path}: defines no targets", "see: modelreg targets --help")
+        for name in specs:
+            if not TARGET_NAME_RE.fullmatch(name):
+                raise InvalidInput(
+                    f"{path}: target name {name[:120]!r} must be 1-100 letters, digits, '.', "
+                    "'_' or '-'"
+                )
+            if name in builtin_names():
+                raise InvalidInput(f"{path}: target {name!r} is built in and cannot be redefined")
+        changes = self.store.define_targets(
+            {name: spec_as_json(spec) for name, spec in specs.items()},
+            actor or config.actor(),
+            str(path),
+        )
+        changed = [n for n, c in changes.items() if c != "unchanged"]
+        message = (
+            f"shared through the registry: {', '.join(f'{n} ({changes[n]})' for n in changed)}"
+            if changed
+            else "nothing changed: the registry already has these definitions"
+        )
+        return TargetsChangeOutput(changes=changes, message=message, targets=self.targets().targets)
+
+    def remove_target(
+        self, name: str, *, why: str | None = None, actor: str | None = None
+    ) -> TargetsChangeOutput:
+        """Remove a shared target definition. Evidence gathered on it is kept; records
+        production there read "target no longer defined" until it is defined again."""
+        from modelreg.targets import SHARED_ORIGIN, builtin_names
+
+        found = self.all_targets()
+        if name in builtin_names():
+            raise InvalidInput(f"target {name!r} is built in and cannot be removed")
+        if name in found and found[name].origin != SHARED_ORIGIN:
+            raise InvalidInput(
+                f"target {name!r} is not shared through the registry: it is defined in "
+                f"{found[name].origin.removeprefix('local:')}",
+                "edit that file to remove it",
+            )
+        if not self.store.remove_target(name, actor or config.actor(), why):
+            raise TargetNotFound(name, sorted(found))
+        production = [p.model_id for p in self.store.productions(None, name)]
+        message = f"removed shared target {name}"
+        if production:
+            message += (
+                f". WARNING: production records on {name} ({', '.join(production)}) are no "
+                f"longer deployable there until {name} is defined again"
+            )
+        return TargetsChangeOutput(
+            changes={name: "removed"}, message=message, targets=self.targets().targets
+        )
+
+    # -- locations -----------------------------------------------------------------------
+
+    def locations(self, ref: str) -> LocationsOutput:
+        """Where a record's bytes can be fetched."""
+        return self._locations_output(self.store.get(ref), [])
+
+    def _locations_output(self, record: Record, added: list[str]) -> LocationsOutput:
+        from modelreg.locations import FETCHABLE, parse_location
+
+        shown = []
+        for loc in self.store.locations([record.id])[record.id]:
+            scheme = parse_location(loc.url).scheme
+            shown.append(
+                LocationOut(
+                    url=loc.url,
+                    scheme=scheme,
+                    fetchable=scheme in FETCHABLE,
+                    added_at=loc.added_at,
+                    added_by=loc.added_by,
+                )
+            )
+        return LocationsOutput(
+            record_id=record.id,
+            model_id=record.model_id,
+            added_from=str(record.root),
+            locations=shown,
+            added=added,
+        )
+
+    def locate(
+        self, ref: str, add: Sequence[str] = (), *, actor: str | None = None
+    ) -> LocationsOutput:
+        """Add locations to a record (validated: malformed URLs and URLs carrying
+        credentials are refused) and list them all. Adding a known one changes nothing."""
+        from modelreg.locations import parse_location
+
+        urls = [parse_location(url).url for url in add]
+        record = self.store.get(ref)
+        added = self.store.add_locations(record, urls, actor or config.actor()) if urls else []
+        return self._locations_output(record, added)
+
+    def fetch(self, ref: str, to: Path) -> FetchOutput:
+        """Copy a record's files into the new directory ``to`` from its locations (file
+        locations on this host, the local Hugging Face cache), checking every sha256: a
+        mismatch is refused and nothing is left at ``to`` unless every file matched."""
+        from modelreg.locations import WantedFile, fetch_files
+
+        record = self.store.get(ref)
+        files = self.store.files([record.id])[record.id]
+        urls = [loc.url for loc in self.store.locations([record.id])[record.id]]
+        fetched, skipped = fetch_files(
+            [WantedFile(f.path, f.bytes, f.sha256) for f in files], urls, to
+        )
+        return FetchOutput(
+            record_id=record.id,
+            to=str(to.expanduser().absolute()),
+            files=[
+                FetchedFileOut(path=f.path, bytes=f.bytes, sha256=f.sha256, source=f.source)
+                for f in fetched
+            ],
+            skipped=[FetchProblem(url=s.url, reason=s.reason) for s in skipped],
+        )
+
+    # -- API tokens ----------------------------------------------------------------------
+
+    def create_token(self, name: str, role: str, *, actor: str | None = None) -> TokenCreateOutput:
+        """A new bearer token for ``modelreg serve``. The secret is in this output only; the
+        registry keeps its sha256."""
+        from modelreg.tokens import new_secret, parse_role, parse_token_name, secret_digest
+
+        parse_token_name(name)
+        the_role = parse_role(role)
+        secret = new_secret()
+        stored = self.store.create_token(
+            name, the_role.value, secret_digest(secret), actor or config.actor()
+        )
+        return TokenCreateOutput(token=_token_out(stored), secret=secret)
+
+    def tokens(self) -> TokensOutput:
+        """Every token, revoked ones included (never their secrets)."""
+        return TokensOutput(tokens=[_token_out(t) for t in self.store.tokens()])
+
+    def revoke_token(self, name: str, *, actor: str | None = None) -> TokenRevokeOutput:
+        """Revoke a token at once: the server refuses it from its next request."""
+        before = {t.name: t for t in self.store.tokens()}.get(name)
+        stored = self.store.revoke_token(name, actor or config.actor())
+        if stored is None or before is None:
+            raise NotFound(f"token {name!r} not found", "list them with: modelreg token list")
+        return TokenRevokeOutput(token=_token_out(stored), changed=before.revoked_at is None)
+
+    def authenticate(self, secret: str) -> StoredToken:
+        """The token a bearer secret belongs to; ``Unauthorized`` when it is unknown or
+        revoked."""
+        from modelreg.tokens import secret_digest
+
+        token = self.store.token_by_secret(secret_digest(secret))
+        if token is None:
+            raise Unauthorized("unknown token", "create one with: modelreg token create NAME")
+        if token.revoked_at is not None:
+            raise Unauthorized(
+                f"token {token.name!r} was revoked on {token.revoked_at:%Y-%m-%d %H:%M} UTC",
+                "ask for a new one: modelreg token create NAME --role ROLE",
+            )
+        return token
+
+    # -- uploaded runs -------------------------------------------------------------------
+
+    def upload_run(
+        self,
+        ref: str,
+        target: str,
+        checks: Sequence[CheckResult],
+        *,
+        host: str,
+        fingerprint: dict[str, str],
+        envelope: dict[str, Any] | None = None,
+        actor: str | None = None,
+    ) -> UploadRunOutput:
+        """Keep a verification run produced elsewhere (``verify --json`` on a target host, sent
+        over HTTP). It is stored as *uploaded* evidence and counts by the same rule as any
+        other run: only when the target trusts verifier keys and ``envelope`` — the run's
+        DSSE-signed statement (``verify --sign-key``) — verifies with one of them and covers
+        exactly these checks, this fingerprint and this record's files. Unsigned uploads are
+        history, never a pass."""
+        from modelreg.registry.store import new_run_id
+        from modelreg.signing import SignatureInvalid, signed_run_id, verify_envelope
+
+        record = self.store.get(ref)
+        the_target = self.target(target)
+        if not checks:
+            raise InvalidInput("a run needs at least one check result")
+        if len(checks) > _MAX_UPLOADED_CHECKS:
+            raise InvalidInput(f"a run has at most {_MAX_UPLOADED_CHECKS} check results")
+        names = [c.check for c in checks]
+        if len(set(names)) != len(names):
+            raise InvalidInput("each check appears once in a run")
+        run_id = new_run_id()
+        if envelope is not None:
+            try:
+                run_id = signed_run_id(envelope)
+            except SignatureInvalid as exc:
+                raise InvalidInput(f"the run's envelope: {exc.message}") from None
+        if self.store.has_run(run_id):
+            raise InvalidInput(f"run {run_id} is already stored", f"modelreg show {record.id}")
+        actor = actor or config.actor()
+        judge = _Judge(self)
+        trust = judge.trust(the_target)
+        signer = None
+        if envelope is not None and trust.verifier_keys:
+            try:
+                signer = verify_envelope(envelope, dict(trust.verifier_keys))[1]
+            except SignatureInvalid:
+                signer = None
+        with self.store.locked(record.model_id) as tx:
+            tx.save_run(
+                record,
+                target,
+                checks,
+                host,
+                fingerprint,
+                run_id=run_id,
+                origin="uploaded",
+                origin_detail=f"uploaded by {actor}",
+                envelope=envelope,
+                signer_key_id=signer,
+            )
+            tx.event(
+                "upload-run",
+                actor,
+                record.id,
+                target,
+                None,
+                {
+                    "run_id": run_id,
+                    "host": host,
+                    "checks": {c.check: c.outcome.value for c in checks},
+                    "signed": envelope is not None,
+                    "signed_by": signer,
+                },
+            )
+            state = tx.state(record.id)
+            verdict = judge.verdict(record, target, state, tx.latest_runs(record.id, target))
+        (run,) = [r for r in self.store.foreign_runs(record.id) if r.run_id == run_id]
+        counted = verdict.run_id == run_id
+        if counted:
+            message = f"run {run_id} (signed by trusted key {signer}) decides {record.id} there"
+        elif envelope is None:
+            message = (
+                f"run {run_id} kept for {record.id} on {target} as uploaded, unsigned evidence: "
+                "it does not count towards deployability (sign it on the target host with "
+                f"verify --sign-key KEY.pem, or run: modelreg verify {record.id} --target {target})"
+            )
+        else:
+            message = f"run {run_id} kept for {record.id} on {target}; it does not count: " + (
+                verdict.summary if not verdict.deployable else "another run decides"
+            )
+        return UploadRunOutput(
+            record_id=record.id,
+            run=_imported_out(run, counted),
+            deployability=deployability_out(verdict),
+            message=message,
+        )
+
+    def imported_runs(self, ref: str) -> ImportedRunsOutput:
+        """The record's runs this registry's verify did not produce (imported from a file or
+        uploaded), newest first, each with whether it is the run that decides deployability
+        on its target now."""
+        record = self.store.get(ref)
+        runs = self.store.foreign_runs(record.id)
+        deciding = {
+            t: self.deployability(record.id, t).run_id for t in sorted({r.target for r in runs})
+        }
+        return ImportedRunsOutput(
+            record_id=record.id,
+            runs=[_imported_out(r, deciding.get(r.target) == r.run_id) for r in runs],
+        )
+
 
 # -- module-level helpers (no database) ---------------------------------------------------
 
@@ -1548,10 +2001,42 @@ def _check_why(why: str | None) -> None:
         check_length("--why", why, WHY_MAX)
 
 
-def _runtime_of(record: Record) -> str:
-    return {"gguf": "llama.cpp", "safetensors": "transformers", "neuron": "neuron"}.get(
-        record.format, record.manifest.runtime.runtime
+def _token_out(t: StoredToken) -> TokenOut:
+    return TokenOut(
+        name=t.name,
+        role=t.role,
+        created_at=t.created_at,
+        created_by=t.created_by,
+        revoked_at=t.revoked_at,
+        revoked_by=t.revoked_by,
     )
+
+
+def _origin(origin: str) -> Literal["imported", "uploaded"]:
+    return "uploaded" if origin == "uploaded" else "imported"
+
+
+def _imported_out(run: ForeignRun, counted: bool) -> ImportedRunOut:
+    first = run.checks[0] if run.checks else None
+    return ImportedRunOut(
+        run_id=run.run_id,
+        target=run.target,
+        origin=_origin(run.origin),
+        origin_detail=run.origin_detail,
+        host=first.host if first else "",
+        fingerprint=first.fingerprint if first else {},
+        checks=[c.result for c in run.checks],
+        signed=run.signed,
+        signed_by=run.signer_key_id,
+        counted=counted,
+        at=run.created_at,
+    )
+
+
+def _runtime_of(record: Record) -> str:
+    # Not ``.get(format, record.manifest…)``: that parses the manifest every time.
+    known = {"gguf": "llama.cpp", "safetensors": "transformers", "neuron": "neuron"}
+    return known.get(record.format) or record.manifest.runtime.runtime
 
 
 def _only_stale(verdict: Deployability) -> bool:
@@ -1567,13 +2052,23 @@ def _bits_per_weight(record: Record) -> float | None:
     return quant.bits_per_weight if quant else None
 
 
-def _runs_out(verifications: Sequence[Verification]) -> list[RunOut]:
+def _runs_out(
+    verifications: Sequence[Verification], foreign: Sequence[ForeignRun] = ()
+) -> list[RunOut]:
+    origins = {r.run_id: r for r in foreign}
     runs: dict[str, RunOut] = {}
     for v in verifications:
         run = runs.get(v.run_id)
         if run is None:
+            elsewhere = origins.get(v.run_id)
             run = runs[v.run_id] = RunOut(
-                run_id=v.run_id, target=v.target, host=v.host, fingerprint=v.fingerprint, checks=[]
+                run_id=v.run_id,
+                target=v.target,
+                host=v.host,
+                fingerprint=v.fingerprint,
+                checks=[],
+                origin=_origin(elsewhere.origin) if elsewhere else "local",
+                origin_detail=elsewhere.origin_detail if elsewhere else None,
             )
         run.checks.append(v.result)
     return list(runs.values())

@@ -109,6 +109,11 @@ def main() -> None:
     print("\n== What runs where")
     modelreg("status")
     print(f"\ndemo registry: {DEMO_HOME / 'registry.db'}")
+    print(
+        f"dashboard and API: MODELREG_HOME={DEMO_HOME} "
+        f"{Path(sys.executable).parent / 'modelreg'} serve --public-read "
+        "(then open http://127.0.0.1:8765/)"
+    )
 
 
 if __name__ == "__main__":

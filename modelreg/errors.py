@@ -35,6 +35,9 @@ class ErrorCode(StrEnum):
     SCHEMA_MISMATCH = "schema_mismatch"
     REGISTRY_UNAVAILABLE = "registry_unavailable"
     INTERNAL = "internal"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    NOT_FETCHABLE = "not_fetchable"
 
 
 class ModelregError(Exception):
@@ -210,3 +213,27 @@ class RegistryUnavailable(ModelregError):
 
     exit_code = 4
     code = ErrorCode.REGISTRY_UNAVAILABLE
+
+
+class Unauthorized(ModelregError):
+    """An HTTP request carried no token, or one that is unknown or revoked (HTTP 401)."""
+
+    code = ErrorCode.UNAUTHORIZED
+
+
+class Forbidden(ModelregError):
+    """A token's role does not allow the action (HTTP 403). ``role`` is the token's role."""
+
+    code = ErrorCode.FORBIDDEN
+
+    def __init__(self, message: str, hint: str | None = None, *, role: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.role = role
+
+
+class NotFetchable(ModelregError):
+    """No location of a record gave every file with the right digest (exit 1): nothing was
+    written to the destination."""
+
+    exit_code = 1
+    code = ErrorCode.NOT_FETCHABLE

@@ -27,6 +27,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,13 +55,29 @@ LIB_PREFIX = "lib "
 TARGET_PREFIX = "target "
 UNIT_PREFIX = "unit "
 GiB = 1 << 30
+_VERSIONS: dict[tuple[object, ...], str] = {}
 
 
 def _version(package: str) -> str:
+    # importlib.metadata scans every sys.path entry (~1 ms). Installing, upgrading or removing
+    # a package adds or removes a dist-info directory, which changes the mtime of its
+    # sys.path entry: the answer is reused only while no entry has changed.
+    key = (package, *(_mtime(entry) for entry in sys.path))
+    if key not in _VERSIONS:
+        if len(_VERSIONS) > 64:
+            _VERSIONS.clear()
+        try:
+            _VERSIONS[key] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            _VERSIONS[key] = "not installed"
+    return _VERSIONS[key]
+
+
+def _mtime(entry: str) -> int:
     try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
+        return os.stat(entry or ".").st_mtime_ns
+    except OSError:
+        return -1
 
 
 def _digest(parts: list[bytes]) -> str:

@@ -13,6 +13,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -405,6 +406,21 @@ def run_statement_problem(
         if subject != file_digests:
             return "it was signed over other files than this record's"
     return None
+
+
+def signed_run_id(envelope: Any) -> str:
+    """The run id an envelope's statement names, read *without* checking the signature (the
+    rules check it whenever the run is judged). Raises ``SignatureInvalid``."""
+    if not isinstance(envelope, dict):
+        raise SignatureInvalid("not a DSSE envelope of an in-toto statement")
+    statement = _statement(envelope)
+    predicate = statement.get("predicate")
+    if statement.get("predicateType") != RUN_PREDICATE or not isinstance(predicate, dict):
+        raise SignatureInvalid("the signed statement is not a modelreg verify run")
+    run_id = predicate.get("run_id")
+    if not isinstance(run_id, str) or not re.fullmatch(r"[0-9a-f]{32}", run_id):
+        raise SignatureInvalid("the signed statement names no valid run id")
+    return run_id
 
 
 def verify_run_envelope(

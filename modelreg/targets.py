@@ -18,7 +18,7 @@ User-defined targets come from a YAML file (``$MODELREG_TARGETS`` or
           - {prompt: "Q: What is the capital of France?\\nA:", expect: Paris}
         runtime: {llama.cpp: b6000}  # what its hosts run: evidence expires when it changes
         verify_timeout_seconds: 300  # default: 300 for cpu targets, 900 for neuron targets
-        # The runtime that serves (see modelreg.deployed_unit and docs/deployed-runtime.md):
+        # The runtime that serves (README: "Checking the deployed runtime"):
         # verify starts it on 127.0.0.1 with the record's file and judges what it answers.
         launch: [/opt/ik_llama.cpp/build/bin/llama-server, -m, "{model}", --port, "{port}"]
         forbidden_flags: [--run-time-repack, -rtr]
@@ -36,9 +36,10 @@ target; elsewhere they report ``unavailable``.
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -50,6 +51,10 @@ if TYPE_CHECKING:
     from modelreg.deployed_unit import RuntimeFields
 
 GiB = 1 << 30
+# A target name shared through the registry: 1-100 letters, digits, '.', '_' or '-'.
+TARGET_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+SHARED_ORIGIN = "registry"
+LOCAL_ORIGIN = "local:"
 NEURON_CORE_HBM_BYTES = 16 * GiB
 MAX_TARGETS_FILE_BYTES = 1 << 20
 
@@ -146,6 +151,11 @@ def _builtin() -> dict[str, Target]:
     return targets
 
 
+def builtin_names() -> frozenset[str]:
+    """Names no shared or local target may take."""
+    return frozenset({"cpu", *INF2_INSTANCES})
+
+
 class _TrustSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -209,7 +219,10 @@ class _TargetsFile(BaseModel):
     targets: dict[str, _TargetSpec] = Field(default_factory=dict)
 
 
-def _user_targets(path: Path) -> dict[str, Target]:
+def read_target_specs(path: Path) -> dict[str, _TargetSpec]:
+    """The validated definitions of a targets YAML file (none when it does not exist). Paths
+    in them (trusted keys, suite files) are made absolute against the file's directory, so a
+    definition means the same wherever it is stored (the registry, for shared targets)."""
     from modelreg.safeyaml import read_yaml_file
 
     if not path.exists():
@@ -219,61 +232,102 @@ def _user_targets(path: Path) -> dict[str, Target]:
         parsed = _TargetsFile.model_validate(data)
     except ValidationError as exc:
         raise InvalidInput(f"{path}: {first_error(exc)}") from None
-    me = host.hostname()
-    targets = {}
+    from modelreg.limits import TARGET_NAME_MAX, check_length
+
+    specs = {}
     for name, spec in parsed.targets.items():
-        from modelreg.limits import TARGET_NAME_MAX, check_length
-
         check_length(f"{path}: target name", name, TARGET_NAME_MAX)
-        is_local = any(fnmatch.fnmatch(me, pattern) for pattern in spec.hosts)
-        # A target this host belongs to can read what it did not declare from the OS.
-        memory = int(spec.memory_gib * GiB) if spec.memory_gib else None
-        served = _runtime_fields(path, name, spec)
-        if memory is None and is_local and spec.kind == "cpu":
-            memory = host.memory_total_bytes()
-        targets[name] = Target(
-            name=name,
-            kind=spec.kind,
-            description=spec.description or f"user-defined {spec.kind} target",
-            memory_bytes=memory,
-            cpu_flags=frozenset(spec.cpu_flags) if spec.cpu_flags is not None else None,
-            is_local=is_local,
-            neuron_cores=spec.neuron_cores,
-            golden_prompts=tuple(spec.golden_prompts),
-            origin=str(path),
-            hosts=tuple(spec.hosts),
-            runtime={key: str(value) for key, value in spec.runtime.items()},
-            swap_bytes=int(spec.swap_gib * GiB) if spec.swap_gib is not None else None,
-            verify_timeout_seconds=spec.verify_timeout_seconds
-            or DEFAULT_VERIFY_TIMEOUT_SECONDS[spec.kind],
-            trust_artifact_keys=tuple(
-                _relative_to(path.parent, k) for k in spec.trust.artifact_keys
-            ),
-            trust_verifier_keys=tuple(
-                _relative_to(path.parent, k) for k in spec.trust.verifier_keys
-            ),
-            suite=spec.suite
-            if spec.suite is None or spec.suite in BUILTIN_SUITES
-            else _relative_to(path.parent, spec.suite),
-            endpoint=served.endpoint,
-            token_env=served.token_env,
-            require_identity=served.require_identity,
-            launch=served.launch,
-            forbidden_flags=served.forbidden_flags,
-            required_build_flags=served.required_build_flags,
-            image=served.image,
+        _runtime_fields(path, name, spec)  # bad launch / endpoint / image: refused here
+        specs[name] = spec.model_copy(
+            update={
+                "trust": _TrustSpec(
+                    artifact_keys=[_relative_to(path.parent, k) for k in spec.trust.artifact_keys],
+                    verifier_keys=[_relative_to(path.parent, k) for k in spec.trust.verifier_keys],
+                ),
+                "suite": spec.suite
+                if spec.suite is None or spec.suite in BUILTIN_SUITES
+                else _relative_to(path.parent, spec.suite),
+            }
         )
-    return targets
+    return specs
 
 
-def all_targets(path: Path | None = None) -> dict[str, Target]:
-    """Built-in targets, then user-defined ones (which may not redefine a built-in)."""
+def spec_as_json(spec: _TargetSpec) -> dict[str, Any]:
+    """A definition as stored in the registry: JSON, defaults left out (so a later modelreg
+    that adds an optional field reads the same definition the same way)."""
+    return spec.model_dump(mode="json", exclude_defaults=True)
+
+
+def spec_from_json(name: str, data: dict[str, Any]) -> _TargetSpec:
+    try:
+        return _TargetSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(f"target {name!r} in the registry: {first_error(exc)}") from None
+
+
+def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
+    is_local = any(fnmatch.fnmatch(host.hostname(), pattern) for pattern in spec.hosts)
+    # A target this host belongs to can read what it did not declare from the OS.
+    memory = int(spec.memory_gib * GiB) if spec.memory_gib else None
+    if memory is None and is_local and spec.kind == "cpu":
+        memory = host.memory_total_bytes()
+    served = _runtime_fields(Path(origin.removeprefix(LOCAL_ORIGIN)), name, spec)
+    return Target(
+        name=name,
+        kind=spec.kind,
+        description=spec.description or f"user-defined {spec.kind} target",
+        memory_bytes=memory,
+        cpu_flags=frozenset(spec.cpu_flags) if spec.cpu_flags is not None else None,
+        is_local=is_local,
+        neuron_cores=spec.neuron_cores,
+        golden_prompts=tuple(spec.golden_prompts),
+        origin=origin,
+        hosts=tuple(spec.hosts),
+        runtime={key: str(value) for key, value in spec.runtime.items()},
+        swap_bytes=int(spec.swap_gib * GiB) if spec.swap_gib is not None else None,
+        verify_timeout_seconds=spec.verify_timeout_seconds
+        or DEFAULT_VERIFY_TIMEOUT_SECONDS[spec.kind],
+        trust_artifact_keys=tuple(spec.trust.artifact_keys),
+        trust_verifier_keys=tuple(spec.trust.verifier_keys),
+        suite=spec.suite,
+        endpoint=served.endpoint,
+        token_env=served.token_env,
+        require_identity=served.require_identity,
+        launch=served.launch,
+        forbidden_flags=served.forbidden_flags,
+        required_build_flags=served.required_build_flags,
+        image=served.image,
+    )
+
+
+def all_targets(
+    path: Path | None = None, shared: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Target]:
+    """Built-in targets, then those shared through the registry (``shared``: name -> stored
+    definition, origin "registry"), then the local targets file (origin "local:PATH").
+
+    Neither may redefine a built-in. A local definition of a shared target must be the same
+    definition (then the shared one is used): a teammate's differing copy would judge the same
+    evidence differently, so it is refused with the way out.
+    """
     targets = _builtin()
+    shared_specs = {name: spec_from_json(name, data) for name, data in (shared or {}).items()}
+    for name, spec in shared_specs.items():
+        if name not in targets:  # a newer modelreg's built-in wins over a stored name
+            targets[name] = _target_from_spec(name, spec, SHARED_ORIGIN)
     user_file = path or config.targets_file()
-    for name, target in _user_targets(user_file).items():
+    for name, spec in read_target_specs(user_file).items():
+        if name in shared_specs:
+            if spec != shared_specs[name]:
+                raise InvalidInput(
+                    f"{user_file}: target {name!r} differs from its definition in the registry",
+                    f"remove it from {user_file}, or share your version: modelreg targets add "
+                    f"{user_file}",
+                )
+            continue
         if name in targets:
             raise InvalidInput(f"{user_file}: target {name!r} is built in and cannot be redefined")
-        targets[name] = target
+        targets[name] = _target_from_spec(name, spec, f"{LOCAL_ORIGIN}{user_file}")
     return targets
 
 

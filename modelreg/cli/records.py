@@ -108,6 +108,15 @@ HostSourceOption = Annotated[
     str | None,
     typer.Option("--host-source", help="Where the compile/deploy host figures come from."),
 ]
+LocationOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--location",
+        help="Another URL its bytes can be fetched from (repeatable): file://HOST/path, "
+        "hf://org/name@COMMIT, s3://bucket/prefix, oci://registry/repo@sha256:…; this host's "
+        "path is recorded anyway.",
+    ),
+]
 RecipeOption = Annotated[
     Path | None,
     typer.Option("--recipe", help="Quantization recipe YAML (tool, revision, scheme, ...)."),
@@ -261,9 +270,11 @@ def add(
             "digests must be the artifact's.",
         ),
     ] = None,
+    location: LocationOption = None,
     json_out: JsonOption = False,
 ) -> int:
-    """Record an artifact: identity, license, parameters, quantization, file digests."""
+    """Record an artifact: identity, license, parameters, quantization, file digests, and
+    where its bytes can be fetched."""
     options = _options(
         model_id,
         source,
@@ -281,7 +292,12 @@ def add(
         _host_run("deploy", deploy_peak_gib, deploy_swap_gib, cold_start_seconds, host_source),
     )
     result = registry(ctx).add(
-        paths, signature=signature, trust_cache=trust_cache, progress=HashProgress(), **options
+        paths,
+        signature=signature,
+        trust_cache=trust_cache,
+        progress=HashProgress(),
+        locations=location or [],
+        **options,
     )
     if json_out:
         emit(result)

@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
@@ -30,15 +31,18 @@ from sqlmodel import Session, col, func, select
 from modelreg.errors import AmbiguousRecord, InvalidInput, ModelNotFound, RecordNotFound
 from modelreg.limits import ACTOR_MAX, RECORD_REF_MAX, check_length, check_manifest
 from modelreg.registry.tables import (
+    ApiTokenRow,
     ArtifactSignatureRow,
     EventRow,
     ModelRow,
     ModelSuiteRow,
     PromotionRow,
     RecordFileRow,
+    RecordLocationRow,
     RecordRow,
     RecordStateRow,
     RunRow,
+    TargetRow,
     VerificationRow,
     utcnow,
 )
@@ -153,6 +157,21 @@ class Verification:
 
 
 @dataclass(frozen=True)
+class ForeignRun:
+    """A run this registry's verify did not produce: kept as history, counted only when
+    signed by a key the target trusts."""
+
+    run_id: str
+    target: str
+    origin: str  # "imported" or "uploaded"
+    origin_detail: str | None
+    signed: bool
+    signer_key_id: str | None
+    created_at: datetime
+    checks: list[Verification]
+
+
+@dataclass(frozen=True)
 class Promotion:
     id: int
     model_id: str
@@ -215,6 +234,45 @@ def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
+@dataclass(frozen=True)
+class StoredTarget:
+    """A target definition shared through the registry (the YAML entry, as a dict)."""
+
+    name: str
+    spec: dict[str, Any]
+    spec_sha256: str
+    defined_at: datetime
+    defined_by: str
+
+
+@dataclass(frozen=True)
+class StoredLocation:
+    url: str
+    added_at: datetime
+    added_by: str
+
+
+@dataclass(frozen=True)
+class StoredToken:
+    name: str
+    role: str
+    created_at: datetime
+    created_by: str
+    revoked_at: datetime | None
+    revoked_by: str | None
+
+    @classmethod
+    def from_row(cls, row: ApiTokenRow) -> StoredToken:
+        return cls(
+            row.name,
+            row.role,
+            aware(row.created_at),
+            row.created_by,
+            aware(row.revoked_at) if row.revoked_at else None,
+            row.revoked_by,
+        )
+
+
 def event_row(
     kind: str,
     actor: str,
@@ -245,61 +303,138 @@ def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
 # -- queries shared by plain reads and locked transactions --------------------------------
 
 
-def _latest_runs(
-    session: Session, record_ids: Sequence[str], target: str
-) -> dict[str, list[StoredRun]]:
-    """record id -> the runs on ``target`` that may decide its deployability: its newest local
-    run, its newest signed run and its newest run of any origin (the rules pick the one that
-    counts)."""
-    runs: dict[str, list[StoredRun]] = {i: [] for i in record_ids}
+# -- the hot reads' statements, built once (``status`` under load: constructing a select and
+# its cache key costs about as much CPU as running it). ``ids`` / ``targets`` expand into IN.
+
+
+@cache
+def _states_statement() -> Any:
+    s = RecordStateRow
+    return sa_select(col(s.record_id), col(s.state), col(s.reason), col(s.at), col(s.actor)).where(
+        col(s.record_id).in_(bindparam("ids", expanding=True))
+    )
+
+
+@cache
+def _records_statement() -> Any:
+    return select(RecordRow).where(col(RecordRow.id).in_(bindparam("ids", expanding=True)))
+
+
+@cache
+def _productions_statement(by_model: bool, by_target: bool) -> Any:
+    p = PromotionRow
+    newest = select(func.max(p.id)).group_by(col(p.model_id), col(p.target))
+    if by_model:
+        newest = newest.where(p.model_id == bindparam("model_id"))
+    if by_target:
+        newest = newest.where(p.target == bindparam("target"))
+    return select(p).where(col(p.id).in_(newest)).order_by(col(p.model_id), col(p.target))
+
+
+@cache
+def _files_statement() -> Any:
+    f = RecordFileRow
+    return (
+        sa_select(col(f.record_id), col(f.path), col(f.bytes), col(f.sha256))
+        .where(col(f.record_id).in_(bindparam("ids", expanding=True)))
+        .order_by(col(f.record_id), col(f.path))
+    )
+
+
+@cache
+def _locations_statement() -> Any:
+    loc = RecordLocationRow
+    return (
+        sa_select(col(loc.record_id), col(loc.url), col(loc.added_at), col(loc.added_by))
+        .where(col(loc.record_id).in_(bindparam("ids", expanding=True)))
+        .order_by(col(loc.id))
+    )
+
+
+@cache
+def _target_specs_statement() -> Any:
+    return select(TargetRow).order_by(col(TargetRow.name))
+
+
+@cache
+def _latest_runs_statement() -> Any:
+    """The runs that may decide each (record, target)'s deployability — its newest local run,
+    newest signed run and newest run of any origin (so that "only imported runs" can be said
+    rather than "never verified") — as plain columns, not ORM rows with their evidence: the
+    hot path of status, list and the server. Built once; ``ids`` and ``targets`` expand."""
     v, r = VerificationRow, RunRow
-    for chunk in _chunks(list(record_ids)):
-        # The newest local run, the newest signed run, and the newest run of any origin
-        # (so that "only imported runs" can be said rather than "never verified").
-        newest = [
-            select(func.max(v.id))
-            .join(r, col(r.run_id) == col(v.run_id))
-            .where(v.target == target, col(v.record_id).in_(chunk), counted)
-            .group_by(col(v.record_id))
-            for counted in (
-                col(r.origin) == "local",
-                col(r.envelope_json).is_not(None),
-                col(r.run_id).is_not(None),
-            )
-        ]
-        last_runs = select(v.run_id).where(
-            col(v.id).in_(newest[0]) | col(v.id).in_(newest[1]) | col(v.id).in_(newest[2])
+    ids: Any = bindparam("ids", expanding=True)
+    targets: Any = bindparam("targets", expanding=True)
+    newest = [
+        select(func.max(v.id))
+        .join(r, col(r.run_id) == col(v.run_id))
+        .where(col(v.target).in_(targets), col(v.record_id).in_(ids), counted)
+        .group_by(col(v.record_id), col(v.target))
+        for counted in (
+            col(r.origin) == "local",
+            col(r.envelope_json).is_not(None),
+            col(r.run_id).is_not(None),
         )
-        # Plain columns, not ORM rows with their evidence: the hot path of status and list.
+    ]
+    last_runs = select(v.run_id).where(
+        col(v.id).in_(newest[0]) | col(v.id).in_(newest[1]) | col(v.id).in_(newest[2])
+    )
+    return (
+        sa_select(
+            col(v.record_id),
+            col(v.target),
+            col(v.check),
+            col(v.required),
+            col(v.outcome),
+            col(v.classification),
+            col(v.finished_at),
+            col(v.run_id),
+            col(v.fingerprint_json),
+            col(r.origin),
+            col(r.envelope_json),
+        )
+        .join(r, col(r.run_id) == col(v.run_id))
+        .where(col(v.run_id).in_(last_runs))
+        .order_by(col(v.id))
+    )
+
+
+def _latest_runs_on(
+    session: Session, record_ids: Sequence[str], targets: Sequence[str]
+) -> dict[tuple[str, str], list[StoredRun]]:
+    """(record id, target) -> the runs that may decide the record's deployability there (the
+    rules pick the one that counts); pairs without runs are absent. One query per chunk."""
+    found: dict[tuple[str, str], list[StoredRun]] = {}
+    if not targets:
+        return found
+    for chunk in _chunks(list(record_ids)):
         rows = session.execute(
-            sa_select(
-                col(v.record_id),
-                col(v.check),
-                col(v.required),
-                col(v.outcome),
-                col(v.classification),
-                col(v.finished_at),
-                col(v.run_id),
-                col(v.fingerprint_json),
-                col(r.origin),
-                col(r.envelope_json),
-            )
-            .join(r, col(r.run_id) == col(v.run_id))
-            .where(col(v.run_id).in_(last_runs))
-            .order_by(col(v.id))
+            _latest_runs_statement(), {"ids": list(chunk), "targets": list(targets)}
         ).all()
         checks: dict[str, list[CheckVerdict]] = {}
-        meta: dict[str, tuple[str, str, str | None]] = {}
+        meta: dict[str, tuple[str, str, str, str | None]] = {}
         fingerprints: dict[str, dict[str, str]] = {}
-        for record_id, check, required, outcome, cls, at, run_id, fp, origin, envelope in rows:
+        for (
+            record_id,
+            target,
+            check,
+            required,
+            outcome,
+            cls,
+            at,
+            run_id,
+            fp,
+            origin,
+            envelope,
+        ) in rows:
             if run_id not in fingerprints:
                 fingerprints[run_id] = json.loads(fp or "{}")
-                meta[run_id] = (record_id, origin, envelope)
+                meta[run_id] = (record_id, target, origin, envelope)
             checks.setdefault(run_id, []).append(
                 CheckVerdict(check, required, outcome, cls, aware(at), run_id, fingerprints[run_id])
             )
-        for run_id, (record_id, origin, envelope) in meta.items():
-            runs[record_id].append(
+        for run_id, (record_id, target, origin, envelope) in meta.items():
+            found.setdefault((record_id, target), []).append(
                 StoredRun(
                     run_id,
                     tuple(checks[run_id]),
@@ -307,18 +442,23 @@ def _latest_runs(
                     json.loads(envelope) if envelope else None,
                 )
             )
-    return runs
+    return found
+
+
+def _latest_runs(
+    session: Session, record_ids: Sequence[str], target: str
+) -> dict[str, list[StoredRun]]:
+    """record id -> the runs on ``target`` that may decide its deployability."""
+    found = _latest_runs_on(session, record_ids, [target])
+    return {i: found.get((i, target), []) for i in record_ids}
 
 
 def _states(session: Session, record_ids: Sequence[str]) -> dict[str, RecordState]:
     states: dict[str, RecordState] = {}
     for chunk in _chunks(list(record_ids)):
-        for row in session.exec(
-            select(RecordStateRow).where(col(RecordStateRow.record_id).in_(chunk))
-        ):
-            states[row.record_id] = RecordState(
-                RecordStateKind(row.state), row.reason, aware(row.at), row.actor
-            )
+        rows = session.execute(_states_statement(), {"ids": list(chunk)}).all()
+        for record_id, state, reason, at, actor in rows:
+            states[record_id] = RecordState(RecordStateKind(state), reason, aware(at), actor)
     return states
 
 
@@ -331,15 +471,11 @@ def _promotions(session: Session, model_id: str, target: str | None) -> list[Pro
 
 def _productions(session: Session, model_id: str | None, target: str | None) -> list[Promotion]:
     """The current production row of every (model, target), by model then target."""
-    p = PromotionRow
-    newest = select(func.max(p.id)).group_by(col(p.model_id), col(p.target))
-    if model_id:
-        newest = newest.where(p.model_id == model_id)
+    statement = _productions_statement(bool(model_id), bool(target))
+    params = {"model_id": model_id} if model_id else {}
     if target:
-        newest = newest.where(p.target == target)
-    rows = session.exec(
-        select(p).where(col(p.id).in_(newest)).order_by(col(p.model_id), col(p.target))
-    ).all()
+        params["target"] = target
+    rows = session.exec(statement, params=params).all()
     return [Promotion.from_row(r) for r in rows]
 
 
@@ -357,9 +493,169 @@ def _records_by_id(session: Session, record_ids: Iterable[str]) -> dict[str, Rec
     ids = sorted(set(record_ids))
     found: dict[str, Record] = {}
     for chunk in _chunks(ids):
-        for row in session.exec(select(RecordRow).where(col(RecordRow.id).in_(chunk))):
+        for row in session.exec(_records_statement(), params={"ids": list(chunk)}):
             found[row.id] = Record.from_row(row)
     return found
+
+
+def _record_heads(
+    session: Session, record_ids: Iterable[str], load_manifest_json: Callable[[str], str]
+) -> dict[str, Record]:
+    """Records without their manifests (read on first use through ``load_manifest_json``,
+    in a session of its own): status over thousands of records needs only the columns."""
+    r = RecordRow
+    ids = sorted(set(record_ids))
+    found: dict[str, Record] = {}
+    for chunk in _chunks(ids):
+        rows = session.execute(
+            sa_select(
+                col(r.id),
+                col(r.model_id),
+                col(r.format),
+                col(r.source),
+                col(r.license),
+                col(r.root),
+                col(r.created_at),
+                col(r.created_by),
+                col(r.hold_reasons_json),
+            ).where(col(r.id).in_(chunk))
+        ).all()
+        for rid, model, fmt, source, license_, root, at, by, holds in rows:
+            found[rid] = Record(
+                id=rid,
+                model_id=model,
+                format=fmt,
+                source=source,
+                license=license_,
+                root=Path(root),
+                created_at=aware(at),
+                created_by=by,
+                hold_reasons=tuple(json.loads(holds or "[]")),
+                manifest_json=None,
+                load_manifest_json=functools.partial(load_manifest_json, rid),
+            )
+    return found
+
+
+def _run_checks(session: Session, run_id: str) -> list[Verification]:
+    rows = session.exec(
+        select(VerificationRow)
+        .where(VerificationRow.run_id == run_id)
+        .order_by(col(VerificationRow.id))
+    ).all()
+    return [Verification.from_row(r) for r in rows]
+
+
+def _files(session: Session, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
+    found: dict[str, list[StoredFile]] = {i: [] for i in record_ids}
+    for chunk in _chunks(list(record_ids)):
+        rows = session.execute(_files_statement(), {"ids": list(chunk)}).all()
+        for record_id, path, size, sha256 in rows:
+            found[record_id].append(StoredFile(path, size, sha256))
+    return found
+
+
+def _has_model(session: Session, model_id: str) -> bool:
+    found = session.exec(select(ModelRow.id).where(ModelRow.model_id == model_id))
+    return found.first() is not None
+
+
+def _target_specs(session: Session) -> list[StoredTarget]:
+    rows = session.exec(_target_specs_statement()).all()
+    return [
+        StoredTarget(
+            r.name, json.loads(r.spec_json), r.spec_sha256, aware(r.defined_at), r.defined_by
+        )
+        for r in rows
+    ]
+
+
+def _locations(session: Session, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
+    found: dict[str, list[StoredLocation]] = {i: [] for i in record_ids}
+    for chunk in _chunks(list(record_ids)):
+        rows = session.execute(_locations_statement(), {"ids": list(chunk)}).all()
+        for record_id, url, added_at, added_by in rows:
+            found[record_id].append(StoredLocation(url, aware(added_at), added_by))
+    return found
+
+
+def _productions_of(session: Session, model_ids: Sequence[str]) -> list[Promotion]:
+    """The current production row of every (model, target) of these models."""
+    p = PromotionRow
+    found: list[Promotion] = []
+    for chunk in _chunks(list(model_ids)):
+        newest = (
+            select(func.max(p.id))
+            .where(col(p.model_id).in_(chunk))
+            .group_by(col(p.model_id), col(p.target))
+        )
+        rows = session.exec(select(p).where(col(p.id).in_(newest))).all()
+        found += [Promotion.from_row(r) for r in rows]
+    return sorted(found, key=lambda x: (x.model_id, x.target))
+
+
+def _model_page(
+    session: Session, contains: str | None, offset: int, limit: int
+) -> tuple[list[str], int]:
+    """A page of model ids (sorted; ``contains``: a case-insensitive substring) and how many
+    match in all."""
+    query = select(ModelRow.model_id)
+    if contains:
+        escaped = contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = query.where(col(ModelRow.model_id).ilike(f"%{escaped}%", escape="\\"))
+    total = session.exec(select(func.count()).select_from(query.subquery())).one()
+    page = session.exec(query.order_by(col(ModelRow.model_id)).offset(offset).limit(limit)).all()
+    return list(page), int(total)
+
+
+class Snapshot:
+    """Many reads in one short transaction (``Store.snapshot``): one connection instead of
+    one per read, and one consistent view of the registry. Holds no model lock."""
+
+    def __init__(self, session: Session, load_manifest_json: Callable[[str], str]) -> None:
+        self.session = session
+        self._load_manifest_json = load_manifest_json
+
+    def has_model(self, model_id: str) -> bool:
+        return _has_model(self.session, model_id)
+
+    def target_specs(self) -> list[StoredTarget]:
+        return _target_specs(self.session)
+
+    def productions(self, model_id: str | None, target: str | None) -> list[Promotion]:
+        return _productions(self.session, model_id, target)
+
+    def productions_of(self, model_ids: Sequence[str]) -> list[Promotion]:
+        return _productions_of(self.session, model_ids)
+
+    def model_page(self, contains: str | None, offset: int, limit: int) -> tuple[list[str], int]:
+        return _model_page(self.session, contains, offset, limit)
+
+    def records_by_id(
+        self, record_ids: Iterable[str], *, with_manifests: bool = True
+    ) -> dict[str, Record]:
+        """Records by id; ``with_manifests=False`` reads each manifest on first use, after
+        the snapshot has ended (SQLite: never inside it, where it would wait on our lock)."""
+        if with_manifests:
+            return _records_by_id(self.session, record_ids)
+        return _record_heads(self.session, record_ids, self._load_manifest_json)
+
+    def files(self, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
+        return _files(self.session, record_ids)
+
+    def states(self, record_ids: Sequence[str]) -> dict[str, RecordState]:
+        return _states(self.session, record_ids)
+
+    def latest_runs(self, record_ids: Sequence[str], target: str) -> dict[str, list[StoredRun]]:
+        return _latest_runs(self.session, record_ids, target)
+
+    def latest_runs_on(
+        self, record_ids: Sequence[str], targets: Sequence[str]
+    ) -> dict[tuple[str, str], list[StoredRun]]:
+        return _latest_runs_on(self.session, record_ids, targets)
+
+    def locations(self, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
+        return _locations(self.session, record_ids)
 
 
 class Locked:
@@ -545,6 +841,12 @@ class Store:
             yield session
 
     @contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        """Reads in one transaction (rolled back at the end: it writes nothing)."""
+        with self._session() as session:
+            yield Snapshot(session, self._manifest_json)
+
+    @contextmanager
     def locked(self, model_id: str) -> Iterator[Locked]:
         """One transaction holding ``model_id``'s lock; committed when the block ends without
         an exception, rolled back otherwise.
@@ -681,38 +983,7 @@ class Store:
         with self._session() as session:
             if with_manifests:
                 return _records_by_id(session, record_ids)
-            r = RecordRow
-            ids = sorted(set(record_ids))
-            found: dict[str, Record] = {}
-            for chunk in _chunks(ids):
-                rows = session.execute(
-                    sa_select(
-                        col(r.id),
-                        col(r.model_id),
-                        col(r.format),
-                        col(r.source),
-                        col(r.license),
-                        col(r.root),
-                        col(r.created_at),
-                        col(r.created_by),
-                        col(r.hold_reasons_json),
-                    ).where(col(r.id).in_(chunk))
-                ).all()
-                for rid, model, fmt, source, license_, root, at, by, holds in rows:
-                    found[rid] = Record(
-                        id=rid,
-                        model_id=model,
-                        format=fmt,
-                        source=source,
-                        license=license_,
-                        root=Path(root),
-                        created_at=aware(at),
-                        created_by=by,
-                        hold_reasons=tuple(json.loads(holds or "[]")),
-                        manifest_json=None,
-                        load_manifest_json=functools.partial(self._manifest_json, rid),
-                    )
-            return found
+            return _record_heads(session, record_ids, self._manifest_json)
 
     def _manifest_json(self, record_id: str) -> str:
         with self._session() as session:
@@ -744,18 +1015,8 @@ class Store:
 
     def files(self, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
         """record id -> its files (path, bytes, sha256), from the file table."""
-        found: dict[str, list[StoredFile]] = {i: [] for i in record_ids}
-        f = RecordFileRow
         with self._session() as session:
-            for chunk in _chunks(list(record_ids)):
-                rows = session.execute(
-                    sa_select(col(f.record_id), col(f.path), col(f.bytes), col(f.sha256))
-                    .where(col(f.record_id).in_(chunk))
-                    .order_by(col(f.record_id), col(f.path))
-                ).all()
-                for record_id, path, size, sha256 in rows:
-                    found[record_id].append(StoredFile(path, size, sha256))
-        return found
+            return _files(session, record_ids)
 
     def model_ids(self) -> list[str]:
         with self._session() as session:
@@ -763,8 +1024,7 @@ class Store:
 
     def has_model(self, model_id: str) -> bool:
         with self._session() as session:
-            found = session.exec(select(ModelRow.id).where(ModelRow.model_id == model_id))
-            return found.first() is not None
+            return _has_model(session, model_id)
 
     # -- verifications -------------------------------------------------------------------
 
@@ -778,22 +1038,53 @@ class Store:
             return [Verification.from_row(r) for r in rows]
 
     def latest_run(self, record_id: str, target: str) -> list[Verification]:
-        """Every check of the record's latest run on ``target``, with evidence."""
+        """Every check of the latest run this registry's verify produced for the record on
+        ``target`` (imported and uploaded runs are not facts measured here), with evidence."""
         with self._session() as session:
             last = session.exec(
                 select(VerificationRow.run_id)
-                .where(VerificationRow.record_id == record_id, VerificationRow.target == target)
+                .join(RunRow, col(RunRow.run_id) == col(VerificationRow.run_id))
+                .where(
+                    VerificationRow.record_id == record_id,
+                    VerificationRow.target == target,
+                    RunRow.origin == "local",
+                )
                 .order_by(col(VerificationRow.id).desc())
                 .limit(1)
             ).first()
-            if last is None:
-                return []
+            return [] if last is None else _run_checks(session, last)
+
+    def run_checks(self, run_id: str) -> list[Verification]:
+        """Every check of one run, with evidence, in the order they ran."""
+        with self._session() as session:
+            return _run_checks(session, run_id)
+
+    def foreign_runs(self, record_id: str) -> list[ForeignRun]:
+        """The record's runs not produced by this registry's verify (imported from a file or
+        uploaded to the team service), newest first, with their checks."""
+        with self._session() as session:
             rows = session.exec(
-                select(VerificationRow)
-                .where(VerificationRow.run_id == last)
-                .order_by(col(VerificationRow.id))
+                select(RunRow)
+                .where(RunRow.record_id == record_id, RunRow.origin != "local")
+                .order_by(col(RunRow.created_at).desc(), col(RunRow.run_id))
             ).all()
-            return [Verification.from_row(r) for r in rows]
+            return [
+                ForeignRun(
+                    run_id=row.run_id,
+                    target=row.target,
+                    origin=row.origin,
+                    origin_detail=row.origin_detail,
+                    signed=row.envelope_json is not None,
+                    signer_key_id=row.signer_key_id,
+                    created_at=aware(row.created_at),
+                    checks=_run_checks(session, row.run_id),
+                )
+                for row in rows
+            ]
+
+    def has_run(self, run_id: str) -> bool:
+        with self._session() as session:
+            return session.get(RunRow, run_id) is not None
 
     def latest_runs(self, record_ids: Sequence[str], target: str) -> dict[str, list[StoredRun]]:
         """record id -> the runs on ``target`` that may decide its deployability."""
@@ -905,3 +1196,148 @@ class Store:
                 select(EventRow).where(EventRow.model_id == model_id).order_by(col(EventRow.id))
             ).all()
             return [Event.from_row(r) for r in rows]
+
+    # -- shared targets ------------------------------------------------------------------
+
+    def target_specs(self) -> list[StoredTarget]:
+        """Every target defined in the registry, by name."""
+        with self._session() as session:
+            return _target_specs(session)
+
+    def define_targets(
+        self, specs: dict[str, dict[str, Any]], actor: str, origin: str
+    ) -> dict[str, str]:
+        """Store target definitions in one transaction; returns name -> "added", "replaced"
+        or "unchanged". Each change is a ``target-define`` event (who, from which file, the
+        definition's digest and the one it replaced)."""
+        import hashlib
+
+        changes: dict[str, str] = {}
+        with self._session() as session:
+            for name, spec in sorted(specs.items()):
+                spec_json = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+                digest = hashlib.sha256(spec_json.encode()).hexdigest()
+                row = session.get(TargetRow, name)
+                if row is not None and row.spec_sha256 == digest:
+                    changes[name] = "unchanged"
+                    continue
+                previous = row.spec_sha256 if row is not None else None
+                if row is None:
+                    row = TargetRow(
+                        name=name,
+                        spec_json=spec_json,
+                        spec_sha256=digest,
+                        defined_at=utcnow(),
+                        defined_by=actor,
+                    )
+                else:
+                    row.spec_json, row.spec_sha256 = spec_json, digest
+                    row.defined_at, row.defined_by = utcnow(), actor
+                session.add(row)
+                session.add(
+                    event_row(
+                        "target-define",
+                        actor,
+                        target=name,
+                        detail={
+                            "from": origin,
+                            "spec_sha256": digest,
+                            "replaced_sha256": previous,
+                            "spec": spec,
+                        },
+                    )
+                )
+                changes[name] = "replaced" if previous else "added"
+            session.commit()
+        return changes
+
+    def remove_target(self, name: str, actor: str, why: str | None) -> bool:
+        """Delete a shared target definition (and say so in the event log); False when there
+        was none. Evidence gathered on it stays and reads "target no longer defined"."""
+        with self._session() as session:
+            row = session.get(TargetRow, name)
+            if row is None:
+                return False
+            session.delete(row)
+            session.add(
+                event_row(
+                    "target-remove",
+                    actor,
+                    target=name,
+                    why=why,
+                    detail={"spec_sha256": row.spec_sha256, "spec": json.loads(row.spec_json)},
+                )
+            )
+            session.commit()
+        return True
+
+    # -- locations -----------------------------------------------------------------------
+
+    def locations(self, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
+        """record id -> where its bytes can be fetched, in the order they were added."""
+        with self._session() as session:
+            return _locations(session, record_ids)
+
+    def add_locations(self, record: Record, urls: Sequence[str], actor: str) -> list[str]:
+        """Add locations (already validated) to a record; returns those that were new. One
+        ``locate`` event per call that adds any, in the model's locked transaction."""
+        loc = RecordLocationRow
+        with self.locked(record.model_id) as tx:
+            known = set(tx.session.exec(select(loc.url).where(loc.record_id == record.id)).all())
+            added = [u for u in dict.fromkeys(urls) if u not in known]
+            now = utcnow()
+            for url in added:
+                tx.session.add(loc(record_id=record.id, url=url, added_at=now, added_by=actor))
+            if added:
+                tx.event("locate", actor, record.id, None, None, {"added": added})
+        return added
+
+    # -- API tokens ----------------------------------------------------------------------
+
+    def create_token(self, name: str, role: str, secret_sha256: str, actor: str) -> StoredToken:
+        """Store a new token (its secret's digest only). Names are never reused."""
+        with self._session() as session:
+            if session.exec(select(ApiTokenRow).where(ApiTokenRow.name == name)).first():
+                raise InvalidInput(
+                    f"a token named {name!r} exists (or existed: names are never reused, so "
+                    "history stays unambiguous)",
+                    "choose another name; see: modelreg token list",
+                )
+            row = ApiTokenRow(
+                name=name,
+                role=role,
+                secret_sha256=secret_sha256,
+                created_at=utcnow(),
+                created_by=actor,
+            )
+            session.add(row)
+            session.add(event_row("token-create", actor, detail={"name": name, "role": role}))
+            session.commit()
+            return StoredToken.from_row(row)
+
+    def tokens(self) -> list[StoredToken]:
+        with self._session() as session:
+            rows = session.exec(select(ApiTokenRow).order_by(col(ApiTokenRow.name))).all()
+            return [StoredToken.from_row(r) for r in rows]
+
+    def token_by_secret(self, secret_sha256: str) -> StoredToken | None:
+        with self._session() as session:
+            row = session.exec(
+                select(ApiTokenRow).where(ApiTokenRow.secret_sha256 == secret_sha256)
+            ).first()
+            return StoredToken.from_row(row) if row else None
+
+    def revoke_token(self, name: str, actor: str) -> StoredToken | None:
+        """Revoke a token by name (a no-op for one already revoked); None when unknown."""
+        with self._session() as session:
+            row = session.exec(select(ApiTokenRow).where(ApiTokenRow.name == name)).first()
+            if row is None:
+                return None
+            if row.revoked_at is None:
+                row.revoked_at, row.revoked_by = utcnow(), actor
+                session.add(row)
+                session.add(event_row("token-revoke", actor, detail={"name": name}))
+                session.commit()
+            return StoredToken.from_row(row)
+
+    # -- imported runs -------------------------------------------------------------------

@@ -186,3 +186,50 @@ class ModelSuiteRow(SQLModel, table=True):
     suite_json: str = Field(sa_column=Column(Text, nullable=False))
     attached_at: datetime = Field(default_factory=utcnow, sa_column=_when())
     actor: str = Field(max_length=200)
+
+
+# -- the team service (migration 0006) ------------------------------------------------------
+
+
+class TargetRow(SQLModel, table=True):
+    """A shared target definition (``modelreg targets add``): everyone using this registry
+    sees the same one. ``spec_json`` is the validated YAML entry, as JSON."""
+
+    __tablename__ = "targets"
+
+    name: str = Field(primary_key=True, max_length=100)
+    spec_json: str = Field(sa_column=Column(Text, nullable=False))
+    spec_sha256: str = Field(max_length=64)
+    defined_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    defined_by: str = Field(max_length=200)
+
+
+class RecordLocationRow(SQLModel, table=True):
+    """A URL a record's bytes can be fetched from (file://host/path, hf://, s3://, oci://)."""
+
+    __tablename__ = "record_locations"
+    __table_args__ = (Index("uq_record_locations_url", "record_id", "url", unique=True),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    record_id: str = Field(foreign_key="records.id", max_length=32)
+    url: str = Field(max_length=2000)
+    added_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    added_by: str = Field(max_length=200)
+
+
+class ApiTokenRow(SQLModel, table=True):
+    """A bearer token of the HTTP API. Only the sha256 of the secret is kept; its name is the
+    actor of every event it causes, so names are never reused (revoked tokens keep theirs)."""
+
+    __tablename__ = "api_tokens"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, max_length=100)
+    role: str = Field(max_length=16)  # reader, verifier, releaser
+    secret_sha256: str = Field(unique=True, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    created_by: str = Field(max_length=200)
+    revoked_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+    revoked_by: str | None = Field(default=None, max_length=200)

@@ -30,6 +30,7 @@ from sqlmodel import Session, SQLModel, col, select
 from modelreg.errors import InvalidInput
 from modelreg.jsonio import parse_json
 from modelreg.limits import check_manifest
+from modelreg.locations import parse_location
 from modelreg.registry.db import SCHEMA_HEAD
 from modelreg.registry.store import Store, event_row
 from modelreg.registry.tables import (
@@ -39,16 +40,19 @@ from modelreg.registry.tables import (
     ModelSuiteRow,
     PromotionRow,
     RecordFileRow,
+    RecordLocationRow,
     RecordRow,
     RecordStateRow,
     RunRow,
+    TargetRow,
     VerificationRow,
 )
 from modelreg.schemas.manifest import first_error, load_manifest, record_id_for
 from modelreg.schemas.output import ExportOutput, ImportOutput
 
 FORMAT = "modelreg-export"
-VERSION = 2
+VERSION = 3
+READABLE_VERSIONS = (2, 3)  # 3 added shared targets and record locations
 MAX_LINE_BYTES = 64 << 20
 # line type -> (table, fields exported as they are; ids are reassigned on import)
 _TABLES: dict[str, tuple[type[SQLModel], tuple[str, ...]]] = {
@@ -71,6 +75,8 @@ _TABLES: dict[str, tuple[type[SQLModel], tuple[str, ...]]] = {
         ("record_id", "bundle_sha256", "key_hint", "bundle_json", "added_at", "actor"),
     ),
     "suite": (ModelSuiteRow, ("model_id", "suite_sha256", "suite_json", "attached_at", "actor")),
+    "target": (TargetRow, ("name", "spec_json", "spec_sha256", "defined_at", "defined_by")),
+    "location": (RecordLocationRow, ("record_id", "url", "added_at", "added_by")),
     "verification": (
         VerificationRow,
         (
@@ -118,8 +124,10 @@ _TABLES: dict[str, tuple[type[SQLModel], tuple[str, ...]]] = {
     ),
 }
 _ORDER = (
+    "target",
     "model",
     "record",
+    "location",
     "run",
     "verification",
     "signature",
@@ -128,7 +136,15 @@ _ORDER = (
     "state",
     "event",
 )
-_TIME_FIELDS = ("created_at", "started_at", "finished_at", "at", "added_at", "attached_at")
+_TIME_FIELDS = (
+    "created_at",
+    "started_at",
+    "finished_at",
+    "at",
+    "added_at",
+    "attached_at",
+    "defined_at",
+)
 
 
 def _plain(value: Any) -> Any:
@@ -157,6 +173,7 @@ def export_rows(store: Store) -> Iterator[dict[str, Any]]:
             table, fields = _TABLES[kind]
             order = (
                 getattr(table, "id", None)
+                or getattr(table, "name", None)
                 or getattr(table, "created_at", None)
                 or getattr(table, "record_id", None)
                 or getattr(table, "model_id", None)
@@ -326,8 +343,11 @@ def import_rows(
         where = f"line {number}"
         kind = str(item.get("type"))
         if kind == "header":
-            if item.get("format") != FORMAT or item.get("version") != VERSION:
-                raise InvalidInput(f"{where}: not a {FORMAT} v{VERSION} file")
+            if item.get("format") != FORMAT or item.get("version") not in READABLE_VERSIONS:
+                raise InvalidInput(
+                    f"{where}: not a {FORMAT} file of version "
+                    + " or ".join(str(v) for v in READABLE_VERSIONS)
+                )
             saw_header = True
             continue
         if not saw_header:
@@ -434,6 +454,14 @@ class ImportCheck:
         for where, suite in rows["suite"]:
             if suite.model_id not in self.models:
                 raise InvalidInput(f"{where}: suite of a model the file does not contain")
+        for where, location in rows["location"]:
+            self._known_record(location.record_id, where)
+            try:
+                parse_location(location.url)
+            except InvalidInput as exc:
+                raise InvalidInput(f"{where}: {exc.message}") from None
+        for where, target in rows["target"]:
+            _check_target_row(target, where)
         self._check_promotions()
 
     def _known_record(self, record_id: str, where: str) -> None:
@@ -478,6 +506,14 @@ class ImportCheck:
                     f"the registry already has production for {model_id} on {target}: the "
                     "import would overwrite it"
                 )
+        for where, target in self.rows["target"]:
+            held_target = session.get(TargetRow, target.name)
+            if held_target is not None and held_target.spec_sha256 != target.spec_sha256:
+                raise InvalidInput(
+                    f"{where}: the registry already shares another definition of target "
+                    f"{target.name!r}: the import would change it",
+                    "remove it first (modelreg targets remove NAME) or edit the file",
+                )
         suites = [suite.model_id for _, suite in self.rows["suite"]]
         if (
             suites
@@ -494,9 +530,21 @@ class ImportCheck:
         for _, model in self.rows["model"]:
             if model.model_id not in existing:
                 yield model
+        for _, target in self.rows["target"]:
+            if session.get(TargetRow, target.name) is None:  # an identical one is kept
+                yield target
         for _, record_rows in self.rows["record"]:
             yield from record_rows
-        for kind in ("run", "verification", "signature", "suite", "promotion", "state", "event"):
+        for kind in (
+            "location",
+            "run",
+            "verification",
+            "signature",
+            "suite",
+            "promotion",
+            "state",
+            "event",
+        ):
             for _, row in self.rows[kind]:
                 yield row
 
@@ -518,6 +566,27 @@ class ImportCheck:
         for _, state in self.rows["state"]:
             bump(self.records[state.record_id].model_id, "state")
         return added
+
+
+def _check_target_row(row: TargetRow, where: str) -> None:
+    """A shared target definition from a file: a valid name that is not built in, a valid
+    spec, and the digest the registry computes for it."""
+    from modelreg.targets import TARGET_NAME_RE, builtin_names, spec_from_json
+
+    if not TARGET_NAME_RE.fullmatch(row.name):
+        raise InvalidInput(f"{where}: target name {row.name[:120]!r} is not a valid name")
+    if row.name in builtin_names():
+        raise InvalidInput(f"{where}: target {row.name!r} is built in and cannot be redefined")
+    try:
+        spec = json.loads(row.spec_json)
+    except json.JSONDecodeError:
+        raise InvalidInput(f"{where}: target {row.name!r}: its spec is not JSON") from None
+    if not isinstance(spec, dict):
+        raise InvalidInput(f"{where}: target {row.name!r}: its spec is not an object")
+    spec_from_json(row.name, spec)
+    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    if hashlib.sha256(canonical.encode()).hexdigest() != row.spec_sha256:
+        raise InvalidInput(f"{where}: target {row.name!r}: spec_sha256 does not match its spec")
 
 
 def _record_rows(item: dict[str, Any], where: str) -> list[SQLModel]:

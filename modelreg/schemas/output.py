@@ -78,6 +78,16 @@ class DeployabilityOut(_Out):
     run_id: str | None = None
     verified_at: datetime | None = None
 
+    @property
+    def now(self) -> Literal["deployable", "stale", "held", "failing"]:
+        """In one word, for tables and the dashboard: deployable; stale (only the evidence is
+        out of date); held (held, retired or facts unknown); failing (anything else)."""
+        if self.deployable:
+            return "deployable"
+        if self.held:
+            return "held"
+        return "stale" if self.stale else "failing"
+
 
 class PromotionOut(_Out):
     model_id: str
@@ -98,6 +108,12 @@ class RunOut(_Out):
     host: str
     fingerprint: dict[str, str]
     checks: list[CheckResult]
+    origin: Literal["local", "imported", "uploaded"] = Field(
+        default="local",
+        description="local: this registry's verify ran it; imported / uploaded: produced "
+        "elsewhere (counts only when signed by a key the target trusts).",
+    )
+    origin_detail: str | None = None
 
 
 class ErrorBody(_Out):
@@ -124,6 +140,9 @@ class AddOutput(Output):
     created: bool
     record: RecordOut
     manifest: dict[str, Any]
+    locations: list[str] = Field(
+        default_factory=list, description="Where the record's bytes can be fetched."
+    )
 
 
 class ShowOutput(Output):
@@ -186,6 +205,9 @@ class DeployedOut(_Out):
     runtime: dict[str, str] = Field(description="The runtime fingerprint of its latest run.")
     answered: list[str] = Field(description="Outputs of its latest generation check.")
     unit: dict[str, str] = Field(default_factory=dict, description=UNIT_DESCRIPTION)
+    locations: list[str] = Field(
+        default_factory=list, description="Where its bytes can be fetched (modelreg fetch)."
+    )
 
 
 class RejectedCandidate(_Out):
@@ -228,6 +250,9 @@ class StatusEntry(_Out):
     deployability: DeployabilityOut
     promotion: PromotionOut
     unit: dict[str, str] = Field(default_factory=dict, description=UNIT_DESCRIPTION)
+    locations: list[str] = Field(
+        default_factory=list, description="Where the production record's bytes can be fetched."
+    )
 
 
 class GateOutput(_Out):
@@ -400,6 +425,138 @@ class DbOutput(Output):
     changed: bool
 
 
+# -- the team service: shared targets, locations, tokens, uploaded runs -------------------
+
+
+class TargetsChangeOutput(Output):
+    """``targets add`` / ``targets remove``: what changed in the registry's definitions."""
+
+    changes: dict[str, Literal["added", "replaced", "unchanged", "removed"]]
+    message: str
+    targets: list[TargetOut] = Field(description="Every target after the change.")
+
+
+class LocationOut(_Out):
+    url: str
+    scheme: str = Field(description="file, hf, s3 or oci.")
+    fetchable: bool = Field(description="Whether `modelreg fetch` can read this kind of location.")
+    added_at: datetime
+    added_by: str
+
+
+class LocationsOutput(Output):
+    record_id: str
+    model_id: str
+    added_from: str = Field(description="The path the record was added from, on its add host.")
+    locations: list[LocationOut]
+    added: list[str] = Field(default_factory=list, description="Locations this command added.")
+
+
+class FetchedFileOut(_Out):
+    path: str
+    bytes: int
+    sha256: str
+    source: str = Field(description="The location it was copied from.")
+
+
+class FetchProblem(_Out):
+    url: str
+    reason: str
+
+
+class FetchOutput(Output):
+    record_id: str
+    to: str
+    files: list[FetchedFileOut]
+    skipped: list[FetchProblem] = Field(
+        description="Locations not used, and why (another host, not supported yet, mismatch)."
+    )
+
+
+class TokenOut(_Out):
+    name: str
+    role: str = Field(description="reader, verifier or releaser.")
+    created_at: datetime
+    created_by: str
+    revoked_at: datetime | None
+    revoked_by: str | None
+
+
+class TokenCreateOutput(Output):
+    token: TokenOut
+    secret: str = Field(description="Shown once; the registry keeps only its sha256.")
+
+
+class TokensOutput(Output):
+    tokens: list[TokenOut]
+
+
+class TokenRevokeOutput(Output):
+    token: TokenOut
+    changed: bool
+
+
+class ImportedRunOut(_Out):
+    """A run this registry's verify did not produce: imported from an export file or uploaded
+    over HTTP. It counts only when the target trusts verifier keys and its signed statement
+    verifies with one of them; ``counted`` says whether it is the run deciding deployability
+    on its target now."""
+
+    run_id: str
+    target: str
+    origin: Literal["imported", "uploaded"]
+    origin_detail: str | None = None
+    host: str
+    fingerprint: dict[str, str]
+    checks: list[CheckResult]
+    signed: bool = Field(description="It carries a DSSE envelope (checked when judged).")
+    signed_by: str | None = Field(
+        default=None,
+        description="The trusted key its envelope verified with when it was uploaded.",
+    )
+    counted: bool
+    at: datetime
+
+
+class UploadRunOutput(Output):
+    record_id: str
+    run: ImportedRunOut
+    deployability: DeployabilityOut = Field(
+        description="The record on that target now: an unsigned upload never changes it."
+    )
+    message: str
+
+
+class MatrixCell(_Out):
+    """The production record of a model on a target, and whether it may run there now."""
+
+    model_id: str
+    target: str
+    record_id: str
+    now: Literal["deployable", "stale", "held", "failing"]
+    reasons: list[ReasonOut]
+    since: datetime
+    actor: str
+    action: Literal["promote", "rollback"]
+    why: str | None
+
+
+class MatrixOutput(Output):
+    """What runs where, a page of models at a time (the dashboard's matrix)."""
+
+    targets: list[TargetOut]
+    models: list[str] = Field(description="This page's models, sorted.")
+    total_models: int = Field(description="Models matching the filter, on every page.")
+    offset: int
+    limit: int
+    cells: list[MatrixCell] = Field(description="Only (model, target) pairs in production.")
+
+
+class ImportedRunsOutput(Output):
+    record_id: str
+    runs: list[ImportedRunOut]
+
+
 # Exported as schemas/cli/<name>.schema.json.
 COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "error": ErrorOutput,
@@ -427,4 +584,14 @@ COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "attest": AttestOutput,
     "suite": SuiteOutput,
     "suite-add-case": SuiteCaseOutput,
+    "targets-add": TargetsChangeOutput,
+    "targets-remove": TargetsChangeOutput,
+    "locate": LocationsOutput,
+    "fetch": FetchOutput,
+    "token-create": TokenCreateOutput,
+    "token-list": TokensOutput,
+    "token-revoke": TokenRevokeOutput,
+    "upload-run": UploadRunOutput,
+    "imported-runs": ImportedRunsOutput,
+    "matrix": MatrixOutput,
 }

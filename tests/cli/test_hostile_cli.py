@@ -105,6 +105,8 @@ def test_internal_errors_are_exit_3_in_one_line(cli, monkeypatch: pytest.MonkeyP
         raise RuntimeError("the status query fell over")
 
     monkeypatch.setattr(Registry, "status", broken)
+    # An empty SQLite registry is answered without the ORM (registry.quick): take the full path.
+    monkeypatch.setattr("modelreg.registry.quick.nothing_in_production", lambda _url: None)
     code, out, err = cli("status")
     assert code == 3 and out == ""
     assert err.startswith("internal error: RuntimeError: the status query fell over")

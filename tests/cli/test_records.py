@@ -159,7 +159,8 @@ def test_eight_processes_add_to_a_fresh_registry_at_once(db_url: str, smollm2: P
     assert len({out.strip() for out, _ in outputs}) == 1
     registry = modelreg.open(db_url)
     assert len(registry.records().records) == 1
-    assert [e.kind for e in registry.history(SMOL_ID).events] == ["add"]
+    # One add, and one event for the location it recorded (this host's path).
+    assert [e.kind for e in registry.history(SMOL_ID).events] == ["add", "locate"]
 
 
 def test_status_of_an_empty_sqlite_registry_needs_no_orm(tmp_path: Path) -> None:

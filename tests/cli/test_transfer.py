@@ -27,6 +27,10 @@ def test_export_from_sqlite_import_elsewhere_preserves_everything(
     assert cli("--db", sqlite, "verify", record)[0] == 0
     assert cli("--db", sqlite, "promote", record, "--target", "cpu", "--why", "v1")[0] == 0
     assert cli("--db", sqlite, "hold", record, "--why", "audit")[0] == 0
+    assert cli("--db", sqlite, "locate", record, "--add", "s3://models/smol/v1")[0] == 0
+    shared = tmp_path / "edge.yaml"
+    shared.write_text("targets:\n  edge:\n    hosts: ['edge-*']\n    memory_gib: 16\n")
+    assert cli("--db", sqlite, "targets", "add", shared)[0] == 0
     dump = tmp_path / "registry.jsonl"
     assert cli("--db", sqlite, "export", dump)[0] == 0
 
@@ -55,7 +59,12 @@ def test_export_from_sqlite_import_elsewhere_preserves_everything(
     assert shown["record"]["state"]["state"] == "held"
     assert shown["runs"][-1]["checks"][-1]["evidence"]["generations"][0]["output"]
     kinds = [e["kind"] for e in json.loads(cli("history", SMOL_ID, "--json")[1])["events"]]
-    assert kinds == ["add", "verify", "promote", "hold", "import"]
+    assert kinds == ["add", "locate", "verify", "promote", "hold", "locate", "import"]
+    # Shared targets and locations came across too.
+    located = json.loads(cli("locate", record, "--json")[1])["locations"]
+    assert "s3://models/smol/v1" in [loc["url"] for loc in located]
+    targets = {t["name"]: t for t in json.loads(cli("targets", "--json")[1])["targets"]}
+    assert targets["edge"]["origin"] == "registry"
     # The evidence came from another registry and is not signed: it is history, not a pass.
     cli("release", record)
     code, out, _ = cli("status", "--json")
@@ -149,3 +158,42 @@ def test_export_and_import_paths_are_checked(cli, tmp_path: Path) -> None:
     ):
         code, _, err = cli(*args)
         assert code == 2 and needle in err, (args, err)
+
+
+def test_hostile_target_and_location_rows_are_refused(cli, smollm2: Path, tmp_path: Path) -> None:
+    from modelreg.registry.transfer import VERSION
+
+    record = _record_line(cli, smollm2, tmp_path)
+    header = {"type": "header", "format": "modelreg-export", "version": VERSION, "schema": "0006"}
+    model = {"type": "model", "model_id": "a/b", "created_at": "2026-01-01T00:00:00+00:00"}
+    at = "2026-01-01T00:00:00+00:00"
+    spec = json.dumps({"hosts": ["edge-*"], "memory_gib": 16}, separators=(",", ":"))
+
+    def target(name: str, spec_json: str = spec, sha: str | None = None) -> dict:  # type: ignore[type-arg]
+        digest = sha or hashlib.sha256(spec_json.encode()).hexdigest()
+        return {
+            "type": "target",
+            "name": name,
+            "spec_json": spec_json,
+            "spec_sha256": digest,
+            "defined_at": at,
+            "defined_by": "x",
+        }
+
+    def location(url: str) -> dict:  # type: ignore[type-arg]
+        return {"type": "location", "record_id": record["id"], "url": url, "added_at": at}
+
+    cases = {
+        "credentials": ([location("s3://user:secret@bucket/x") | {"added_by": "x"}], "credential"),
+        "builtin": ([target("cpu")], "built in"),
+        "digest": ([target("edge", sha="0" * 64)], "spec_sha256 does not match"),
+        "spec": ([target("edge", '{"kind":"gpu"}')], "target 'edge'"),
+        "name": ([target("../edge")], "not a valid name"),
+    }
+    for name, (rows, needle) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(_with_trailer([header, model, record, *rows]))
+        code, _, err = cli("import", path)
+        assert code == 2 and needle in err and "Traceback" not in err, (name, err)
+    assert json.loads(cli("list", "--json")[1])["records"] == []
+    assert "edge" not in {t["name"] for t in json.loads(cli("targets", "--json")[1])["targets"]}

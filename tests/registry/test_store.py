@@ -247,3 +247,35 @@ def test_unknown_host_is_exit_4(cli, monkeypatch: pytest.MonkeyPatch) -> None:
     )
     code, _, err = cli("status")
     assert code == 4 and "cannot be reached" in err
+
+
+def test_migration_0006_keeps_0005_data_and_adds_the_team_tables(
+    db_url: str, tmp_path: Path
+) -> None:
+    from tests.helpers import add_synthetic, record_run
+
+    engine = create_registry_engine(db_url)
+    migrate(engine, "0005")
+    old = modelreg.Registry(Store(engine), db_url)
+    record = add_synthetic(old, 1)
+    record_run(old, record, fingerprint={"cpu flags": "x"})
+    stored = old.get(record)
+    with old.store.locked("rules/alpha") as tx:
+        tx.set_production(stored, "cpu", "promote", "old-admin", "v1")
+
+    migrate(engine)
+    assert current_revision(engine) == SCHEMA_HEAD
+    registry = modelreg.open(db_url)
+    (entry,) = registry.status().entries
+    assert (entry.record.record_id, entry.promotion.actor) == (record, "old-admin")
+    assert entry.locations == []  # the host that added it was not recorded: no guessed location
+    assert [r.record.record_id for r in registry.records().records] == [record]
+    assert [e.kind for e in registry.history("rules/alpha").events] == ["add", "verify", "promote"]
+    # The new tables work.
+    spec = tmp_path / "t.yaml"
+    spec.write_text("targets:\n  edge:\n    memory_gib: 4\n")
+    registry.define_targets(spec, actor="a")
+    registry.locate(record, ["s3://bucket/alpha"], actor="a")
+    secret = registry.create_token("ci", "verifier", actor="a").secret
+    assert registry.authenticate(secret).role == "verifier"
+    assert registry.targets().targets[-1].name == "edge"

@@ -1,0 +1,252 @@
+"""Team commands: serve, token, targets (list, add, remove), locate, fetch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from modelreg.cli.main import JsonOption, RecordArg, WhyOption, app, registry
+from modelreg.cli.records import unit_text
+from modelreg.cli.render import emit, human_bytes, out, say, table
+
+# -- serve ----------------------------------------------------------------------------------
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port.")] = 8765,
+    public_read: Annotated[
+        bool,
+        typer.Option("--public-read", help="Let anyone read (API and dashboard) without a token."),
+    ] = False,
+    max_body_bytes: Annotated[
+        int,
+        typer.Option("--max-body-bytes", min=1024, help="Larger request bodies get 413."),
+    ] = 16 << 20,
+    workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Server processes.")] = 1,
+    threads: Annotated[
+        int,
+        typer.Option("--threads", min=1, max=256, help="Requests handled at once, per process."),
+    ] = 8,
+    access_log: Annotated[
+        bool, typer.Option("--access-log", help="Log every request to stderr.")
+    ] = False,
+) -> int:
+    """Serve the registry over HTTP: the JSON API under /api/v1 (OpenAPI at
+    /api/v1/openapi.json), the deploy gate, and the dashboard at /. Writes need a token
+    (modelreg token create NAME --role ROLE); reads too, unless --public-read."""
+    from modelreg.server.app import ServerSettings, run
+
+    db = ctx.obj.get("db") if ctx.obj else None
+    settings = ServerSettings(
+        url=db,
+        public_read=public_read,
+        max_body_bytes=max_body_bytes,
+        targets_file=None,
+        threads=threads,
+    )
+    run(settings, host, port, announce=say, access_log=access_log, workers=workers)
+    return 0
+
+
+# -- tokens ---------------------------------------------------------------------------------
+
+token_app = typer.Typer(help="Bearer tokens of modelreg serve.", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+
+
+@token_app.command("create")
+def token_create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Who or what uses it; the actor of its events.")],
+    role: Annotated[
+        str,
+        typer.Option(
+            "--role",
+            help="reader (reads), verifier (reads, add manifests, upload runs) or releaser "
+            "(reads, add manifests, promote, rollback, hold, release, retire).",
+        ),
+    ],
+    json_out: JsonOption = False,
+) -> int:
+    """Create a token; its secret is printed once (stdout) and only its sha256 is kept."""
+    created = registry(ctx).create_token(name, role)
+    if json_out:
+        emit(created)
+        return 0
+    out(created.secret)
+    say(
+        f"token {created.token.name!r} ({created.token.role}) created. The secret above is "
+        "shown only now; send it as: Authorization: Bearer <secret>"
+    )
+    return 0
+
+
+@token_app.command("list")
+def token_list(ctx: typer.Context, json_out: JsonOption = False) -> int:
+    """Every token (never a secret), revoked ones included."""
+    listed = registry(ctx).tokens()
+    if json_out:
+        emit(listed)
+        return 0
+    if not listed.tokens:
+        say("no tokens — create one with: modelreg token create NAME --role reader")
+        return 0
+    rows = [
+        (
+            t.name,
+            t.role,
+            f"{t.created_at:%Y-%m-%d %H:%M}",
+            t.created_by,
+            f"revoked {t.revoked_at:%Y-%m-%d %H:%M} by {t.revoked_by}" if t.revoked_at else "",
+        )
+        for t in listed.tokens
+    ]
+    print(table(rows, ["name", "role", "created", "by", "revoked"]))
+    return 0
+
+
+@token_app.command("revoke")
+def token_revoke(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The token's name.")],
+    json_out: JsonOption = False,
+) -> int:
+    """Revoke a token: the server refuses it from its next request."""
+    revoked = registry(ctx).revoke_token(name)
+    if json_out:
+        emit(revoked)
+    elif revoked.changed:
+        say(f"token {name!r} revoked")
+    else:
+        say(f"token {name!r} was already revoked; nothing changed")
+    return 0
+
+
+# -- targets --------------------------------------------------------------------------------
+
+targets_app = typer.Typer(
+    help="Targets: built in, shared through the registry (targets add), and local "
+    "($MODELREG_TARGETS or $MODELREG_HOME/targets.yaml). Without a subcommand: list them."
+)
+app.add_typer(targets_app, name="targets")
+
+
+@targets_app.callback(invoke_without_command=True)
+def targets_list(ctx: typer.Context, json_out: JsonOption = False) -> int | None:
+    """List the targets with where each is defined (builtin, registry, local:FILE)."""
+    if ctx.invoked_subcommand is not None:
+        return None
+    listed = registry(ctx).targets()
+    if json_out:
+        emit(listed)
+        return 0
+    rows = [
+        (
+            t.name,
+            t.kind,
+            human_bytes(t.memory_bytes),
+            t.neuron_cores or "",
+            "yes" if t.is_local else "",
+            t.origin,
+            t.description,
+        )
+        for t in listed.targets
+    ]
+    print(table(rows, ["target", "kind", "memory", "cores", "here", "defined in", "description"]))
+    for t in listed.targets:
+        if t.unit:
+            out(f"{t.name}  unit: {unit_text(t.unit)}")
+    return 0
+
+
+@targets_app.command("add")
+def targets_add(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="A YAML file in the targets.yaml format.")],
+    json_out: JsonOption = False,
+) -> int:
+    """Share the file's targets through the registry (a definition of the same name is
+    replaced; each change is an event)."""
+    changed = registry(ctx).define_targets(file)
+    if json_out:
+        emit(changed)
+    else:
+        say(changed.message)
+    return 0
+
+
+@targets_app.command("remove")
+def targets_remove(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="A target shared through the registry.")],
+    why: WhyOption = None,
+    json_out: JsonOption = False,
+) -> int:
+    """Remove a shared target (its evidence is kept; it no longer counts)."""
+    changed = registry(ctx).remove_target(name, why=why)
+    if json_out:
+        emit(changed)
+    else:
+        say(changed.message)
+    return 0
+
+
+# -- locations ------------------------------------------------------------------------------
+
+
+@app.command()
+def locate(
+    ctx: typer.Context,
+    record_ref: RecordArg,
+    add: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--add",
+            help="A URL the bytes can be fetched from (repeatable): file://HOST/path, "
+            "hf://org/name@COMMIT, s3://bucket/prefix, oci://registry/repo@sha256:….",
+        ),
+    ] = None,
+    json_out: JsonOption = False,
+) -> int:
+    """Where RECORD's bytes can be fetched; --add records another location."""
+    found = registry(ctx).locate(record_ref, add or [])
+    if json_out:
+        emit(found)
+        return 0
+    for url in found.added:
+        say(f"added {url}")
+    if add and not found.added:
+        say("nothing added: already known")
+    for loc in found.locations:
+        note = "" if loc.fetchable else "  (modelreg fetch: not supported yet)"
+        out(f"{loc.url}{note}")
+    if not found.locations:
+        say(f"no locations recorded; added from {found.added_from} on its add host")
+    return 0
+
+
+@app.command()
+def fetch(
+    ctx: typer.Context,
+    record_ref: RecordArg,
+    to: Annotated[Path, typer.Option("--to", help="A new (or empty) directory to fill.")],
+    json_out: JsonOption = False,
+) -> int:
+    """Copy RECORD's files into DIR from its locations (file:// on this host, the local
+    Hugging Face cache), checking every sha256; a mismatch is refused and nothing is left in
+    DIR unless every file matched. Exit 1 when some file could not be fetched."""
+    fetched = registry(ctx).fetch(record_ref, to)
+    if json_out:
+        emit(fetched)
+        return 0
+    for problem in fetched.skipped:
+        say(f"skipped {problem.url}: {problem.reason}")
+    for f in fetched.files:
+        out(f"{fetched.to}/{f.path}  sha256:{f.sha256}  from {f.source}")
+    say(f"fetched {len(fetched.files)} file(s) of {fetched.record_id} into {fetched.to}")
+    return 0

@@ -1,0 +1,703 @@
+"""The HTTP application: the JSON API under ``/api/v1``, the dashboard, and how errors and
+roles map to HTTP.
+
+Every endpoint: parse → one ``Registry`` call → the output model ``--json`` prints (serialized
+once, not re-validated). Errors:
+
+- ``Unauthorized`` → 401 (with ``WWW-Authenticate: Bearer``), ``Forbidden`` → 403;
+- not found (record, model, target) → 404; unknown routes → 404, wrong method → 405;
+- bad input (``InvalidInput``, ambiguous prefixes, malformed query values or bodies) → 422 with
+  one message;
+- not deployable, no rollback candidate, digest mismatch → 409; the deploy gate answers 409
+  with its reasons when it does not pass;
+- registry unreachable or on another schema → 503 (``Retry-After`` when unreachable);
+- a request body over the limit → 413, a body without a length → 411, both before it is read.
+
+All in the JSON error shape of ``--json`` (``ErrorOutput``); dashboard pages get the same
+status with an HTML page. Every response carries a strict Content-Security-Policy: the
+dashboard is server-rendered HTML with inline SVG and one packaged stylesheet, no script.
+"""
+
+# No ``from __future__ import annotations`` here: FastAPI reads the endpoints' annotations at
+# run time, and the role dependencies (``Reader``, ``Releaser``…) are local to ``_install_api``.
+import json
+import logging
+import os
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs, quote
+
+from fastapi import Body, Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import RedirectResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from modelreg import api
+from modelreg.errors import (
+    AmbiguousRecord,
+    ErrorCode,
+    Forbidden,
+    IntegrityError,
+    InvalidInput,
+    ModelregError,
+    NoRollbackCandidate,
+    NotDeployable,
+    NotFetchable,
+    NotFound,
+    RegistryUnavailable,
+    SchemaMismatch,
+    Unauthorized,
+)
+from modelreg.schemas.output import (
+    AddOutput,
+    DiffOutput,
+    ErrorBody,
+    ErrorOutput,
+    FitOutput,
+    GateOutput,
+    HistoryOutput,
+    ImportedRunsOutput,
+    ListOutput,
+    LocationsOutput,
+    MatrixOutput,
+    PromoteOutput,
+    RollbackOutput,
+    ShowOutput,
+    StateChangeOutput,
+    StatusOutput,
+    TargetsOutput,
+    UploadRunOutput,
+)
+from modelreg.schemas.verification import CheckResult
+from modelreg.server.auth import Caller, authorize, bearer_secret
+from modelreg.tokens import Permission
+
+log = logging.getLogger("modelreg.server")
+
+API = "/api/v1"
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+# A record reference over HTTP is a record id or id prefix — never a path: the library's
+# diff/fit also accept a manifest .json file on this host, which a client must not name.
+_RECORD_REF_RE = re.compile(r"(r_)?[0-9a-f]{4,64}")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    url: str | None = None  # the registry (default: $MODELREG_DATABASE_URL, else SQLite)
+    public_read: bool = False
+    max_body_bytes: int = 16 << 20
+    targets_file: Path | None = None
+    threads: int = 8  # requests handled at once, per process
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+_STATUS: list[tuple[type[ModelregError], int]] = [
+    (Unauthorized, 401),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (AmbiguousRecord, 422),
+    (NotDeployable, 409),
+    (NoRollbackCandidate, 409),
+    (IntegrityError, 409),
+    (NotFetchable, 409),
+    (RegistryUnavailable, 503),
+    (SchemaMismatch, 503),
+    (InvalidInput, 422),
+]
+
+
+def http_status(exc: ModelregError) -> int:
+    """The HTTP status of a modelreg error (first match in ``_STATUS``; 422 otherwise)."""
+    return next((status for kind, status in _STATUS if isinstance(exc, kind)), 422)
+
+
+def error_json(status: int, code: str, message: str, hint: str | None) -> Response:
+    body = ErrorOutput(error=ErrorBody(code=code, message=message, hint=hint))
+    headers = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="modelreg"'
+    if status == 503:
+        headers["Retry-After"] = "5"
+    return Response(
+        body.model_dump_json(), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def json_response(output: BaseModel, status: int = 200) -> Response:
+    """An output model as the response body: serialized once, exactly as ``--json``."""
+    return Response(output.model_dump_json(), status_code=status, media_type="application/json")
+
+
+def _first_validation_error(exc: RequestValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return "invalid request"
+    first = errors[0]
+    loc = [str(p) for p in first.get("loc", ())]
+    where = loc[0] if loc else "request"
+    name = ".".join(loc[1:]) or where
+    label = {"query": "query parameter", "path": "path parameter", "body": "body field"}.get(
+        where, where
+    )
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{label} {name!r}: {first.get('msg', 'invalid')}{more}"
+
+
+# -- request bodies -------------------------------------------------------------------------
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PromoteInput(_In):
+    target: str = Field(min_length=1, max_length=100)
+    why: str | None = Field(default=None, max_length=10_000)
+
+
+class ReasonInput(_In):
+    why: str = Field(min_length=1, max_length=10_000)
+
+
+class ReleaseInput(_In):
+    why: str | None = Field(default=None, max_length=10_000)
+
+
+class RollbackInput(_In):
+    model: str = Field(min_length=1, max_length=200)
+    target: str = Field(min_length=1, max_length=100)
+    why: str = Field(min_length=1, max_length=10_000)
+
+
+class AddManifestInput(_In):
+    """The output of ``modelreg inspect --json`` (``record_id`` and ``manifest``), with the
+    locations the artifact's bytes can be fetched from."""
+
+    manifest: dict[str, Any]
+    record_id: str | None = Field(default=None, max_length=64)
+    schema_version: int | None = None
+    locations: list[str] = Field(default_factory=list, max_length=100)
+
+
+class LocationsInput(_In):
+    urls: list[str] = Field(min_length=1, max_length=100)
+
+
+class RunUpload(_In):
+    """One verification run produced on a target host (the checks of ``verify --json``, the
+    host and the runtime fingerprint). Stored as uploaded evidence; it counts only when the
+    target trusts verifier keys and ``envelope`` — the run's DSSE-signed in-toto statement
+    (``verify --sign-key``, shown by ``modelreg attest``) — verifies with one of them and
+    covers exactly these checks, this fingerprint and the record's files."""
+
+    target: str = Field(min_length=1, max_length=100)
+    host: str = Field(min_length=1, max_length=200)
+    fingerprint: dict[str, str] = Field(default_factory=dict, max_length=200)
+    checks: list[CheckResult] = Field(min_length=1, max_length=100)
+    envelope: dict[str, Any] | None = Field(default=None)
+
+
+# -- the ASGI wrapper: body limits and security headers, before FastAPI sees the request -----
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Guard:
+    """Refuses a request body larger than the limit (413) or of unknown length (411) from its
+    headers, before anything reads it, and adds the security headers to every response.
+
+    Also sets how many requests run at once (the endpoints are synchronous: they run in
+    anyio's thread pool, 40 threads by default). Fewer threads contend less for the GIL and
+    the database pool: at 50 concurrent clients, 8 threads gave a p99 half that of 40."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int, threads: int = 8) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.threads = threads
+        self._threads_set = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._threads_set:
+            import anyio.to_thread
+
+            anyio.to_thread.current_default_thread_limiter().total_tokens = self.threads
+            self._threads_set = True
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length: bytes | None = None
+        chunked = False
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                length = value
+            elif name == b"transfer-encoding":
+                chunked = True
+        refusal = None
+        if length is not None:
+            if not length.isdigit():
+                refusal = (400, ErrorCode.INVALID_INPUT.value, "Content-Length is not a number")
+            elif int(length) > self.max_body_bytes:
+                refusal = (
+                    413,
+                    "payload_too_large",
+                    f"request body of {int(length)} bytes is over this server's limit of "
+                    f"{self.max_body_bytes} bytes",
+                )
+        elif chunked:
+            refusal = (411, "length_required", "send the request body with a Content-Length")
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        if refusal is not None:
+            status, code, message = refusal
+            response = error_json(status, code, message, None)
+            response.headers["Connection"] = "close"
+            await response(scope, receive, send_with_headers)
+            return
+        await self.app(scope, receive, send_with_headers)
+
+
+# -- the application ------------------------------------------------------------------------
+
+
+def create_app(settings: ServerSettings, registry: api.Registry | None = None) -> ASGIApp:
+    """The ASGI application over the registry named by ``settings`` (opened now, so an
+    unreachable or outdated registry is reported before serving)."""
+    registry = registry or api.open(settings.url, targets_file=settings.targets_file)
+    app = FastAPI(
+        title="modelreg",
+        version=__import__("modelreg").__version__,
+        description="The registry's JSON API: the output models of `modelreg … --json`.",
+        openapi_url=f"{API}/openapi.json",
+        docs_url=None,  # Swagger UI and ReDoc load scripts from a CDN: nothing from the internet
+        redoc_url=None,
+    )
+    app.state.registry = registry
+    app.state.settings = settings
+    _install_error_handlers(app)
+    _install_api(app, registry, settings)
+    from modelreg.server.dashboard import install_dashboard
+
+    install_dashboard(app, registry, settings)
+    return Guard(app, settings.max_body_bytes, settings.threads)
+
+
+def _is_page(request: Request) -> bool:
+    return not request.url.path.startswith(API)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    from modelreg.server.dashboard import error_page
+
+    @app.exception_handler(ModelregError)
+    async def modelreg_error(request: Request, exc: ModelregError) -> Response:
+        status = http_status(exc)
+        if status == 401 and _is_page(request):
+            return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
+        if _is_page(request):
+            return error_page(status, exc.message, exc.hint)
+        return error_json(status, exc.code.value, exc.message, exc.hint)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
+        message = _first_validation_error(exc)
+        if _is_page(request):
+            return error_page(422, message, None)
+        return error_json(422, ErrorCode.INVALID_INPUT.value, message, "see /api/v1/openapi.json")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        message = {
+            404: f"no such page: {request.url.path}",
+            405: f"{request.method} is not allowed on {request.url.path}",
+        }.get(exc.status_code, str(exc.detail))
+        if _is_page(request):
+            return error_page(exc.status_code, message, None)
+        return error_json(exc.status_code, code, message, "see /api/v1/openapi.json")
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        from sqlalchemy.exc import DBAPIError
+
+        from modelreg.registry.db import unavailable
+
+        registry: api.Registry = request.app.state.registry
+        if isinstance(exc, DBAPIError):
+            found = unavailable(exc, registry.url)
+            if found is not None:
+                return error_json(503, found.code.value, found.message, found.hint)
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        message = f"internal error ({type(exc).__name__}); the server log has the details"
+        if _is_page(request):
+            return error_page(500, message, None)
+        return error_json(500, ErrorCode.INTERNAL.value, message, None)
+
+
+def record_ref(value: str) -> str:
+    """A record id or id prefix from a URL (never a file path): 422 otherwise."""
+    if not _RECORD_REF_RE.fullmatch(value):
+        raise InvalidInput(
+            f"{value[:80]!r} is not a record id or id prefix", "give r_ and at least 4 hex digits"
+        )
+    return value
+
+
+def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings) -> None:
+    def caller(permission: Permission) -> Callable[[Request], Caller]:
+        def dependency(request: Request) -> Caller:
+            secret = bearer_secret(request.headers.get("authorization"))
+            return authorize(registry, secret, permission, public_read=settings.public_read)
+
+        return dependency
+
+    Reader = Annotated[Caller, Depends(caller(Permission.READ))]
+    Adder = Annotated[Caller, Depends(caller(Permission.ADD))]
+    Verifier = Annotated[Caller, Depends(caller(Permission.UPLOAD_RUN))]
+    Releaser = Annotated[Caller, Depends(caller(Permission.DECIDE))]
+    errors: dict[int | str, dict[str, Any]] = {
+        status: {"model": ErrorOutput} for status in (401, 403, 404, 409, 413, 422, 503)
+    }
+    Text = Annotated[str, Query(min_length=1, max_length=200)]
+    OptionalText = Annotated[str | None, Query(min_length=1, max_length=200)]
+
+    @app.get(f"{API}/status", response_model=StatusOutput, responses=errors, tags=["read"])
+    def status(_: Reader, model: OptionalText = None, target: OptionalText = None) -> Response:
+        """What runs where: the production record of every (model, target), its files and
+        locations, and whether it is deployable there now."""
+        return json_response(registry.status(model, target))
+
+    @app.get(
+        f"{API}/gate",
+        response_model=GateOutput,
+        responses={**errors, 409: {"model": GateOutput, "description": "The gate did not pass."}},
+        tags=["read"],
+    )
+    def gate(
+        _: Reader,
+        model: Text,
+        target: Text,
+        sha256: Annotated[str, Query(min_length=1, max_length=200)],
+    ) -> Response:
+        """The deploy gate: 200 when ``sha256`` is a file of the production record of
+        ``model`` on ``target`` and that record is deployable there now; 409 with the reasons
+        otherwise."""
+        result = registry.gate(model, target, sha256)
+        return json_response(result, 200 if result.passed else 409)
+
+    @app.get(f"{API}/matrix", response_model=MatrixOutput, responses=errors, tags=["read"])
+    def matrix(
+        _: Reader,
+        q: OptionalText = None,
+        offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> Response:
+        """What runs where as a models × targets matrix, a page of models at a time (``q``:
+        models whose id contains it)."""
+        return json_response(registry.matrix(contains=q, offset=offset, limit=limit))
+
+    @app.get(f"{API}/records", response_model=ListOutput, responses=errors, tags=["read"])
+    def records(
+        _: Reader,
+        model: OptionalText = None,
+        state: OptionalText = None,
+        deployable_on: OptionalText = None,
+    ) -> Response:
+        """Records, oldest first (filters: model, state, deployable on a target)."""
+        return json_response(registry.records(model, deployable_on=deployable_on, state=state))
+
+    @app.post(
+        f"{API}/records",
+        response_model=AddOutput,
+        status_code=201,
+        responses=errors,
+        tags=["write"],
+    )
+    def add_manifest(who: Adder, body: AddManifestInput) -> Response:
+        """Record a manifest produced by ``modelreg inspect --json`` (201 when new, 200 when
+        the registry already had it). Role: verifier or releaser."""
+        added = registry.add_manifest(
+            body.manifest, record_id=body.record_id, locations=body.locations, actor=who.actor
+        )
+        return json_response(added, 201 if added.created else 200)
+
+    @app.get(
+        f"{API}/records/{{record_id}}", response_model=ShowOutput, responses=errors, tags=["read"]
+    )
+    def show(_: Reader, record_id: str) -> Response:
+        """One record: manifest, state, production, deployability, runs with evidence."""
+        return json_response(registry.show(record_ref(record_id)))
+
+    @app.get(
+        f"{API}/records/{{record_id}}/locations",
+        response_model=LocationsOutput,
+        responses=errors,
+        tags=["read"],
+    )
+    def locations(_: Reader, record_id: str) -> Response:
+        """Where the record's bytes can be fetched."""
+        return json_response(registry.locations(record_ref(record_id)))
+
+    @app.post(
+        f"{API}/records/{{record_id}}/locations",
+        response_model=LocationsOutput,
+        responses=errors,
+        tags=["write"],
+    )
+    def add_locations(who: Adder, record_id: str, body: LocationsInput) -> Response:
+        """Add locations (no credentials in URLs). Role: verifier or releaser."""
+        return json_response(registry.locate(record_ref(record_id), body.urls, actor=who.actor))
+
+    @app.get(
+        f"{API}/records/{{record_id}}/imported-runs",
+        response_model=ImportedRunsOutput,
+        responses=errors,
+        tags=["read"],
+    )
+    def imported_runs(_: Reader, record_id: str) -> Response:
+        """The record's runs produced elsewhere (imported or uploaded), with whether each is
+        the run deciding deployability on its target now."""
+        return json_response(registry.imported_runs(record_ref(record_id)))
+
+    @app.post(
+        f"{API}/records/{{record_id}}/runs",
+        response_model=UploadRunOutput,
+        status_code=201,
+        responses=errors,
+        tags=["write"],
+    )
+    def upload_run(who: Verifier, record_id: str, body: RunUpload) -> Response:
+        """Upload a verification run. An unsigned run is history only; a run whose signed
+        envelope verifies with a key the target trusts counts like a local one. Role:
+        verifier."""
+        uploaded = registry.upload_run(
+            record_ref(record_id),
+            body.target,
+            body.checks,
+            host=body.host,
+            fingerprint=body.fingerprint,
+            envelope=body.envelope,
+            actor=who.actor,
+        )
+        return json_response(uploaded, 201)
+
+    @app.post(
+        f"{API}/records/{{record_id}}/promote",
+        response_model=PromoteOutput,
+        responses=errors,
+        tags=["write"],
+    )
+    def promote(who: Releaser, record_id: str, body: PromoteInput) -> Response:
+        """Make the record production on the target (409 unless deployable there now).
+        Role: releaser."""
+        return json_response(
+            registry.promote(record_ref(record_id), body.target, why=body.why, actor=who.actor)
+        )
+
+    @app.post(
+        f"{API}/records/{{record_id}}/hold",
+        response_model=StateChangeOutput,
+        responses=errors,
+        tags=["write"],
+    )
+    def hold(who: Releaser, record_id: str, body: ReasonInput) -> Response:
+        """Put the record on hold. Role: releaser."""
+        return json_response(registry.hold(record_ref(record_id), body.why, actor=who.actor))
+
+    @app.post(
+        f"{API}/records/{{record_id}}/release",
+        response_model=StateChangeOutput,
+        responses=errors,
+        tags=["write"],
+    )
+    def release(
+        who: Releaser, record_id: str, body: Annotated[ReleaseInput | None, Body()] = None
+    ) -> Response:
+        """Release a held record. Role: releaser."""
+        why = body.why if body else None
+        return json_response(registry.release(record_ref(record_id), why, actor=who.actor))
+
+    @app.post(
+        f"{API}/records/{{record_id}}/retire",
+        response_model=StateChangeOutput,
+        responses=errors,
+        tags=["write"],
+    )
+    def retire(who: Releaser, record_id: str, body: ReasonInput) -> Response:
+        """Retire the record. Role: releaser."""
+        return json_response(registry.retire(record_ref(record_id), body.why, actor=who.actor))
+
+    @app.get(f"{API}/history", response_model=HistoryOutput, responses=errors, tags=["read"])
+    def history(_: Reader, model: Text) -> Response:
+        """Adds, verifications, promotions, rollbacks, holds of a model, in commit order."""
+        return json_response(registry.history(model))
+
+    @app.get(f"{API}/diff", response_model=DiffOutput, responses=errors, tags=["read"])
+    def diff(_: Reader, a: Text, b: Text) -> Response:
+        """What changed from record A to record B."""
+        return json_response(registry.diff(record_ref(a), record_ref(b)))
+
+    @app.get(f"{API}/fit", response_model=FitOutput, responses=errors, tags=["read"])
+    def fit(
+        _: Reader,
+        record: Text,
+        target: Text,
+        context: Annotated[int | None, Query(ge=1, le=10_000_000)] = None,
+        concurrency: Annotated[int, Query(ge=1, le=100_000)] = 1,
+        kv_dtype: Annotated[str, Query(max_length=16)] = "f16",
+        overhead: Annotated[float, Query(ge=0, le=100, allow_inf_nan=False)] = 0.10,
+        headroom: Annotated[float, Query(ge=0, lt=1, allow_inf_nan=False)] = 0.10,
+    ) -> Response:
+        """Weights + KV cache + overhead against the target's memory."""
+        return json_response(
+            registry.fit(
+                record_ref(record),
+                target,
+                context=context,
+                concurrency=concurrency,
+                kv_dtype=kv_dtype,
+                overhead=overhead,
+                headroom=headroom,
+            )
+        )
+
+    @app.get(f"{API}/targets", response_model=TargetsOutput, responses=errors, tags=["read"])
+    def targets(_: Reader) -> Response:
+        """Every target, with where it is defined (builtin, registry; local: the server's
+        own targets file)."""
+        return json_response(registry.targets())
+
+    @app.get(f"{API}/rollback-plan", response_model=RollbackOutput, responses=errors, tags=["read"])
+    def rollback_plan(_: Reader, model: Text, target: Text) -> Response:
+        """The production record and the rollback candidate, with their locations (409 when
+        there is no candidate)."""
+        return json_response(registry.rollback_plan(model, target))
+
+    @app.post(f"{API}/rollback", response_model=RollbackOutput, responses=errors, tags=["write"])
+    def rollback(who: Releaser, body: RollbackInput) -> Response:
+        """Apply the rollback plan (a second call changes nothing). Role: releaser."""
+        return json_response(
+            registry.rollback(body.model, body.target, why=body.why, actor=who.actor)
+        )
+
+
+# -- running --------------------------------------------------------------------------------
+
+
+@cache
+def static_file(name: str) -> bytes:
+    return resources.files("modelreg.server").joinpath("static", name).read_bytes()
+
+
+def parse_form(body: bytes) -> dict[str, str]:
+    """An ``application/x-www-form-urlencoded`` body (the login form) as a dict."""
+    return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+
+
+PROTOCOL = "modelreg.server.protocol:NoDelayH11Protocol"
+SETTINGS_VARIABLE = "MODELREG_SERVE_SETTINGS"
+
+
+def server_config(
+    app: ASGIApp | str, host: str, port: int, *, access_log: bool = False, workers: int = 1
+) -> Any:
+    """The uvicorn configuration ``serve`` (and the tests) run with: h11 on asyncio with
+    TCP_NODELAY on every connection (``modelreg.server.protocol``); ``workers`` processes
+    (then ``app`` is the factory's import string)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=PROTOCOL,
+        loop="asyncio",
+        interface="asgi3",
+        lifespan="off",
+        server_header=False,
+        access_log=access_log,
+        log_level="warning",
+        backlog=2048,
+        workers=workers,
+        factory=isinstance(app, str),
+    )
+
+
+def app_from_environment() -> ASGIApp:
+    """The application of a ``--workers`` process: settings from the environment the parent
+    set (``MODELREG_SERVE_SETTINGS``, JSON)."""
+    data = json.loads(os.environ[SETTINGS_VARIABLE])
+    targets_file = data.pop("targets_file")
+    return create_app(
+        ServerSettings(**data, targets_file=Path(targets_file) if targets_file else None)
+    )
+
+
+def run(
+    settings: ServerSettings,
+    host: str,
+    port: int,
+    *,
+    announce: Callable[[str], None] = print,
+    access_log: bool = False,
+    workers: int = 1,
+) -> None:
+    """Serve until interrupted: one process, or ``workers`` processes sharing the socket
+    (each opens the registry; the parent checks it first, so errors show before serving)."""
+    import uvicorn
+
+    if workers == 1:
+        config = server_config(create_app(settings), host, port, access_log=access_log)
+    else:
+        api.open(settings.url, targets_file=settings.targets_file)  # fail here, not in workers
+        os.environ[SETTINGS_VARIABLE] = json.dumps(
+            {
+                "url": settings.url,
+                "public_read": settings.public_read,
+                "max_body_bytes": settings.max_body_bytes,
+                "targets_file": str(settings.targets_file) if settings.targets_file else None,
+                "threads": settings.threads,
+            }
+        )
+        config = server_config(
+            "modelreg.server.app:app_from_environment",
+            host,
+            port,
+            access_log=access_log,
+            workers=workers,
+        )
+    who = "anyone may read" if settings.public_read else "reads and writes need a token"
+    announce(
+        f"modelreg serve: dashboard http://{host}:{port}/ · API http://{host}:{port}{API} · "
+        f"OpenAPI http://{host}:{port}{API}/openapi.json · {who}"
+        + (f" · {workers} worker processes" if workers > 1 else "")
+    )
+    if workers == 1:
+        uvicorn.Server(config).run()
+        return
+    from uvicorn.supervisors import Multiprocess
+
+    Multiprocess(config, sockets=[config.bind_socket()]).run()
