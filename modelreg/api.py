@@ -103,6 +103,7 @@ from modelreg.schemas.output import (
     VerifyOutput,
     VerifyStaleOutput,
 )
+from modelreg.schemas.verification import generations
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
@@ -296,9 +297,17 @@ def record_out(record: Record, files: Sequence[StoredFile], state: RecordState) 
     )
 
 
-def event_summary(kind: str, detail: dict[str, Any]) -> str:
+def event_summary(kind: str, detail: Any) -> str:
     """An event in words, from its structured detail (the verify summary by the same rule
-    that decides deployability: a skipped check never reads as a failure)."""
+    that decides deployability: a skipped check never reads as a failure). Events imported
+    from a file are not trusted to be well formed: a detail that cannot be read says so."""
+    try:
+        return _event_summary(kind, detail) if isinstance(detail, dict) else ""
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return "(detail not readable)"
+
+
+def _event_summary(kind: str, detail: dict[str, Any]) -> str:
     if kind == "verify":
         blocking = detail.get("blocking")
         if blocking is None:  # events written before the rules module: recompute
@@ -319,7 +328,7 @@ def event_summary(kind: str, detail: dict[str, Any]) -> str:
         trust = (
             f"signed by trusted key {signer}"
             if signer
-            else "signed, key not trusted here"
+            else "signed, not checked: the target trusts no verifier keys"
             if detail.get("signed")
             else "unsigned: never counted"
         )
@@ -1073,12 +1082,7 @@ class Registry:
         the_target = self.all_targets().get(target)
         # The run that decides the verdict (none: no run counts there), never merely the newest.
         run = self.store.run_checks(verdict.run_id) if verdict.run_id else []
-        answered = [
-            str(g.get("output"))
-            for v in run
-            for g in v.result.evidence.get("generations", [])
-            if isinstance(g, dict)
-        ]
+        answered = [str(g.get("output")) for v in run for g in generations(v.result.evidence)]
         return DeployedOut(
             record=self._record_out(record),
             deployability=deployability_out(verdict),
@@ -1699,11 +1703,16 @@ class Registry:
 
         return export_registry(self.store, output, stream)
 
-    def import_(self, path: Path, *, actor: str | None = None) -> ImportOutput:
-        """Load an export into this registry, all or nothing."""
+    def import_(
+        self, path: Path, *, actor: str | None = None, with_targets: bool = False
+    ) -> ImportOutput:
+        """Load an export into this registry, all or nothing. Its shared target definitions
+        decide which keys a target trusts, so they are imported only with ``with_targets``
+        (checked as ``targets add`` checks a file; a name already defined differently is
+        refused)."""
         from modelreg.registry.transfer import import_registry
 
-        return import_registry(self.store, path, actor or config.actor())
+        return import_registry(self.store, path, actor or config.actor(), with_targets=with_targets)
 
     # -- shared targets ------------------------------------------------------------------
 
@@ -1749,19 +1758,21 @@ class Registry:
     ) -> TargetsChangeOutput:
         """Remove a shared target definition. Evidence gathered on it is kept; records
         production there read "target no longer defined" until it is defined again."""
-        from modelreg.targets import SHARED_ORIGIN, builtin_names
+        from modelreg.targets import builtin_names, read_target_specs
 
-        found = self.all_targets()
         if name in builtin_names():
             raise InvalidInput(f"target {name!r} is built in and cannot be removed")
-        if name in found and found[name].origin != SHARED_ORIGIN:
+        # The stored names, not every target resolved: a definition that no longer builds
+        # (a newer field, a bad path) can still be removed.
+        shared = {t.name for t in self.store.target_specs()}
+        local = self.targets_file or config.targets_file()
+        if name not in shared and name in read_target_specs(local):
             raise InvalidInput(
-                f"target {name!r} is not shared through the registry: it is defined in "
-                f"{found[name].origin.removeprefix('local:')}",
+                f"target {name!r} is not shared through the registry: it is defined in {local}",
                 "edit that file to remove it",
             )
         if not self.store.remove_target(name, actor or config.actor(), why):
-            raise TargetNotFound(name, sorted(found))
+            raise TargetNotFound(name, sorted(shared))
         production = [p.model_id for p in self.store.productions(None, name)]
         message = f"removed shared target {name}"
         if production:
@@ -1891,83 +1902,129 @@ class Registry:
         envelope: dict[str, Any] | None = None,
         actor: str | None = None,
     ) -> UploadRunOutput:
-        """Keep a verification run produced elsewhere (``verify --json`` on a target host, sent
-        over HTTP). It is stored as *uploaded* evidence and counts by the same rule as any
-        other run: only when the target trusts verifier keys and ``envelope`` — the run's
-        DSSE-signed statement (``verify --sign-key``) — verifies with one of them and covers
-        exactly these checks, this fingerprint and this record's files. Unsigned uploads are
+        """Keep a verification run produced elsewhere (``verify --sign-key`` on a target host,
+        sent over HTTP). It is stored as *uploaded* evidence and counts by the same rule as
+        any other run: only when the target trusts verifier keys and ``envelope`` — the run's
+        DSSE-signed statement (``attest --json``) — verifies with one of them and covers
+        exactly these checks, this fingerprint and this record's files.
+
+        Refused (nothing stored): an envelope whose statement is not this run's (record,
+        target, outcomes, fingerprint, files, host, summaries, evidence); on a target that
+        trusts verifier keys, an envelope no trusted key signed. Unsigned uploads are kept as
         history, never a pass."""
+        from sqlalchemy.exc import IntegrityError as RowConflict
+
         from modelreg.registry.store import new_run_id
-        from modelreg.signing import SignatureInvalid, signed_run_id, verify_envelope
+        from modelreg.signing import (
+            SignatureInvalid,
+            run_details_problem,
+            run_envelope_statement,
+            run_statement_problem,
+            verify_envelope,
+        )
 
         record = self.store.get(ref)
         the_target = self.target(target)
-        if not checks:
-            raise InvalidInput("a run needs at least one check result")
-        if len(checks) > _MAX_UPLOADED_CHECKS:
-            raise InvalidInput(f"a run has at most {_MAX_UPLOADED_CHECKS} check results")
-        names = [c.check for c in checks]
-        if len(set(names)) != len(names):
-            raise InvalidInput("each check appears once in a run")
+        _check_uploaded(checks)
         run_id = new_run_id()
-        if envelope is not None:
-            try:
-                run_id = signed_run_id(envelope)
-            except SignatureInvalid as exc:
-                raise InvalidInput(f"the run's envelope: {exc.message}") from None
-        if self.store.has_run(run_id):
-            raise InvalidInput(f"run {run_id} is already stored", f"modelreg show {record.id}")
-        actor = actor or config.actor()
         judge = _Judge(self)
         trust = judge.trust(the_target)
         signer = None
-        if envelope is not None and trust.verifier_keys:
+        if envelope is not None:
             try:
-                signer = verify_envelope(envelope, dict(trust.verifier_keys))[1]
-            except SignatureInvalid:
-                signer = None
-        with self.store.locked(record.model_id) as tx:
-            tx.save_run(
-                record,
-                target,
-                checks,
-                host,
-                fingerprint,
-                run_id=run_id,
-                origin="uploaded",
-                origin_detail=f"uploaded by {actor}",
-                envelope=envelope,
-                signer_key_id=signer,
+                statement = run_envelope_statement(envelope)
+            except SignatureInvalid as exc:
+                raise InvalidInput(f"the run's envelope: {exc.message}") from None
+            run_id = statement["predicate"]["run_id"]
+            uploaded = rules.StoredRun(
+                run_id,
+                tuple(
+                    rules.CheckVerdict(
+                        c.check,
+                        c.required,
+                        c.outcome.value,
+                        c.classification,
+                        c.finished_at,
+                        run_id,
+                        fingerprint,
+                    )
+                    for c in checks
+                ),
+                "uploaded",
+                envelope,
             )
-            tx.event(
-                "upload-run",
-                actor,
-                record.id,
-                target,
-                None,
-                {
-                    "run_id": run_id,
-                    "host": host,
-                    "checks": {c.check: c.outcome.value for c in checks},
-                    "signed": envelope is not None,
-                    "signed_by": signer,
-                },
+            files = {f.path: f.sha256 for f in self.store.files([record.id])[record.id]}
+            problem = run_statement_problem(
+                statement, record.id, target, uploaded, files
+            ) or run_details_problem(statement, host, [(c.summary, c.evidence) for c in checks])
+            if problem is not None:
+                raise InvalidInput(f"the run's envelope is not this run's: {problem}")
+            if trust.verifier_keys:
+                try:
+                    signer = verify_envelope(envelope, dict(trust.verifier_keys))[1]
+                except SignatureInvalid as exc:
+                    raise InvalidInput(
+                        f"the run's signature: {exc.message}",
+                        f"{target} counts runs signed by its verifier keys only",
+                    ) from None
+        existing = self.store.run(run_id)
+        if existing is not None:
+            raise InvalidInput(
+                f"run {run_id} is already stored", f"modelreg show {existing.record_id}"
             )
-            state = tx.state(record.id)
-            verdict = judge.verdict(record, target, state, tx.latest_runs(record.id, target))
+        actor = actor or config.actor()
+        try:
+            with self.store.locked(record.model_id) as tx:
+                tx.save_run(
+                    record,
+                    target,
+                    checks,
+                    host,
+                    fingerprint,
+                    run_id=run_id,
+                    origin="uploaded",
+                    origin_detail=f"uploaded by {actor}",
+                    envelope=envelope,
+                    signer_key_id=signer,
+                )
+                tx.event(
+                    "upload-run",
+                    actor,
+                    record.id,
+                    target,
+                    None,
+                    {
+                        "run_id": run_id,
+                        "host": host,
+                        "checks": {c.check: c.outcome.value for c in checks},
+                        "signed": envelope is not None,
+                        "signed_by": signer,
+                    },
+                )
+                state = tx.state(record.id)
+                verdict = judge.verdict(record, target, state, tx.latest_runs(record.id, target))
+        except RowConflict:
+            # The same signed run sent twice at once: one is stored, the other refused.
+            raise InvalidInput(f"run {run_id} is already stored") from None
         (run,) = [r for r in self.store.foreign_runs(record.id) if r.run_id == run_id]
         counted = verdict.run_id == run_id
         if counted:
             message = f"run {run_id} (signed by trusted key {signer}) decides {record.id} there"
+        elif not trust.verifier_keys:
+            message = (
+                f"run {run_id} kept for {record.id} as history: {target} trusts no verifier "
+                "keys, so only runs of this registry's own verify count there (add "
+                "trust.verifier_keys to its definition to count signed uploads)"
+            )
         elif envelope is None:
             message = (
-                f"run {run_id} kept for {record.id} on {target} as uploaded, unsigned evidence: "
-                "it does not count towards deployability (sign it on the target host with "
-                f"verify --sign-key KEY.pem, or run: modelreg verify {record.id} --target {target})"
+                f"run {run_id} kept for {record.id} as unsigned history: it does not count "
+                f"towards deployability (sign it on the target host: modelreg verify "
+                f"{record.id} --target {target} --sign-key KEY.pem)"
             )
         else:
-            message = f"run {run_id} kept for {record.id} on {target}; it does not count: " + (
-                verdict.summary if not verdict.deployable else "another run decides"
+            message = f"run {run_id} kept; it does not decide {record.id} there: " + (
+                verdict.summary if not verdict.deployable else "a newer run does"
             )
         return UploadRunOutput(
             record_id=record.id,
@@ -1999,6 +2056,21 @@ def _check_why(why: str | None) -> None:
 
     if why is not None:
         check_length("--why", why, WHY_MAX)
+
+
+def _check_uploaded(checks: Sequence[CheckResult]) -> None:
+    """An uploaded run's checks: 1-100, each once, with evidence the pages can show."""
+    if not checks:
+        raise InvalidInput("a run needs at least one check result")
+    if len(checks) > _MAX_UPLOADED_CHECKS:
+        raise InvalidInput(f"a run has at most {_MAX_UPLOADED_CHECKS} check results")
+    names = [c.check for c in checks]
+    if len(set(names)) != len(names):
+        raise InvalidInput("each check appears once in a run")
+    for c in checks:
+        generations = c.evidence.get("generations", [])
+        if not isinstance(generations, list) or not all(isinstance(g, dict) for g in generations):
+            raise InvalidInput(f"check {c.check}: evidence.generations must be a list of objects")
 
 
 def _token_out(t: StoredToken) -> TokenOut:

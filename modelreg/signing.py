@@ -14,6 +14,7 @@ import binascii
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,10 +146,10 @@ def verify_envelope(envelope: dict[str, Any], trusted: dict[str, Any]) -> tuple[
     signatures = envelope.get("signatures")
     if not isinstance(signatures, list) or not signatures:
         raise SignatureInvalid("the envelope carries no signature")
-    signed_by = [s.get("keyid") for s in signatures if isinstance(s, dict)]
+    if not all(isinstance(s, dict) and isinstance(s.get("keyid"), str | None) for s in signatures):
+        raise SignatureInvalid("the envelope's signatures are malformed")
+    signed_by = [s.get("keyid") for s in signatures]
     for entry in signatures:
-        if not isinstance(entry, dict):
-            continue
         keys = [trusted[entry["keyid"]]] if entry.get("keyid") in trusted else []
         if not entry.get("keyid"):
             keys = list(trusted.values())  # no hint: try every trusted key
@@ -408,11 +409,17 @@ def run_statement_problem(
     return None
 
 
-def signed_run_id(envelope: Any) -> str:
-    """The run id an envelope's statement names, read *without* checking the signature (the
-    rules check it whenever the run is judged). Raises ``SignatureInvalid``."""
+def run_envelope_statement(envelope: Any) -> dict[str, Any]:
+    """The statement of a signed verify run, read *without* checking the signature (the rules
+    check it whenever the run is judged), after checking its shape: a DSSE envelope of an
+    in-toto statement naming a valid run id. Raises ``SignatureInvalid``."""
     if not isinstance(envelope, dict):
         raise SignatureInvalid("not a DSSE envelope of an in-toto statement")
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list) or not signatures:
+        raise SignatureInvalid("the envelope carries no signature")
+    if not all(isinstance(x, dict) and isinstance(x.get("keyid"), str | None) for x in signatures):
+        raise SignatureInvalid("the envelope's signatures are malformed")
     statement = _statement(envelope)
     predicate = statement.get("predicate")
     if statement.get("predicateType") != RUN_PREDICATE or not isinstance(predicate, dict):
@@ -420,7 +427,29 @@ def signed_run_id(envelope: Any) -> str:
     run_id = predicate.get("run_id")
     if not isinstance(run_id, str) or not re.fullmatch(r"[0-9a-f]{32}", run_id):
         raise SignatureInvalid("the signed statement names no valid run id")
-    return run_id
+    return statement
+
+
+def run_details_problem(
+    statement: dict[str, Any], host: str, checks: Sequence[tuple[str, Any]]
+) -> str | None:
+    """Why a run's details — its host, and each check's summary and evidence (``checks``:
+    (summary, evidence) in order) — are not the signed ones (None: they are). The rules
+    compare outcomes and fingerprint on every judgement; this binds what a run *shows*
+    (the answers, the summaries) when it arrives from elsewhere."""
+    predicate = statement.get("predicate")
+    if not isinstance(predicate, dict):
+        return "the signed statement has no predicate"
+    if predicate.get("host") != host:
+        return f"it was signed on host {str(predicate.get('host'))[:200]!r}, not {host!r}"
+    signed = [
+        (c.get("summary", ""), c.get("evidence_sha256"))
+        for c in predicate.get("checks") or []
+        if isinstance(c, dict)
+    ]
+    if signed != [(summary, evidence_sha256(evidence)) for summary, evidence in checks]:
+        return "the summaries or evidence are not the signed ones"
+    return None
 
 
 def verify_run_envelope(

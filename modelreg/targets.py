@@ -265,6 +265,32 @@ def spec_from_json(name: str, data: dict[str, Any]) -> _TargetSpec:
         raise InvalidInput(f"target {name!r} in the registry: {first_error(exc)}") from None
 
 
+def check_shared_spec(name: str, data: Any, where: str) -> dict[str, Any]:
+    """A definition to store as a shared target, from anywhere but ``targets add`` (an
+    export file): checked as ``targets add`` checks a YAML file — a valid name that is not
+    built in, a valid spec, valid deployed-unit fields, absolute key and suite paths (a
+    relative one would resolve against whatever directory judges) — and returned in the
+    stored form. One-line ``InvalidInput`` otherwise."""
+    if not TARGET_NAME_RE.fullmatch(name):
+        raise InvalidInput(f"{where}: target name {name[:120]!r} is not a valid name")
+    if name in builtin_names():
+        raise InvalidInput(f"{where}: target {name!r} is built in and cannot be redefined")
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{where}: target {name!r}: its definition is not an object")
+    try:
+        spec = _TargetSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(f"{where}: target {name!r}: {first_error(exc)}") from None
+    _runtime_fields(Path(where), name, spec)
+    paths = [*spec.trust.artifact_keys, *spec.trust.verifier_keys]
+    if spec.suite is not None and spec.suite not in BUILTIN_SUITES:
+        paths.append(spec.suite)
+    relative = [p for p in paths if not Path(p).is_absolute()]
+    if relative:
+        raise InvalidInput(f"{where}: target {name!r}: path {relative[0][:200]!r} is not absolute")
+    return spec_as_json(spec)
+
+
 def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
     is_local = any(fnmatch.fnmatch(host.hostname(), pattern) for pattern in spec.hosts)
     # A target this host belongs to can read what it did not declare from the OS.

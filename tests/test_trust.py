@@ -4,6 +4,7 @@ class, with real key pairs, the real model_signing package and real model files.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import shutil
@@ -97,6 +98,68 @@ def test_forged_import_rows_never_make_a_record_deployable(
     broken.write_text(export_text(rows))
     code, _, err = cli("--db", f"sqlite:///{tmp_path / 'other.db'}", "import", broken)
     assert code == 2 and "promotion chain" in err
+
+
+def test_imported_signed_runs_and_targets_are_checked_before_they_count(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signed run moves with its signature only if what it shows is what was signed; a
+    shared target (it decides which keys count) moves only with --with-targets."""
+    private, public = key_pair(tmp_path, "ci")
+    edge = tmp_path / "edge.yaml"
+    edge.write_text(
+        "targets:\n  edge:\n    hosts: ['edge-*']\n    memory_gib: 8\n"
+        f"    trust: {{verifier_keys: ['{public}']}}\n"
+    )
+    source = modelreg.open(f"sqlite:///{tmp_path / 'source.db'}")
+    source.define_targets(edge, actor="admin")
+    record = add_synthetic(source, 1)
+    run_id = _signed_run(source, record, "edge", private)
+    assert source.deployability(record, "edge").deployable
+    dump = tmp_path / "dump.jsonl"
+    source.export(dump)
+    rows = [json.loads(line) for line in dump.read_text().splitlines()[:-1]]
+
+    # Without --with-targets: the records and runs come, the target definition does not.
+    plain = f"sqlite:///{tmp_path / 'plain.db'}"
+    code, out, err = cli("--db", plain, "import", dump, "--json")
+    assert code == 0, err
+    assert json.loads(out)["skipped"] == {"target": 1}
+    assert "edge" not in {t.name for t in modelreg.open(plain).targets().targets}
+    # With it: edge is defined (an event says so) and the signed run counts there.
+    full = f"sqlite:///{tmp_path / 'full.db'}"
+    code, _, err = cli("--db", full, "import", dump, "--with-targets")
+    assert code == 0, err
+    imported = modelreg.open(full)
+    assert imported.deployability(record, "edge").deployable
+    assert imported.deployability(record, "edge").run_id == run_id
+    (run,) = imported.imported_runs(record).runs
+    assert run.origin == "imported" and run.counted and run.signed_by is None
+
+    # The signed outcomes with other answers shown: refused whole.
+    for row in rows:
+        if row["type"] == "verification" and row["check"] == "gguf-cpu-smoke":
+            row["evidence_json"] = json.dumps({"generations": [{"output": "Paris"}]})
+    dressed = tmp_path / "dressed.jsonl"
+    dressed.write_text(export_text(rows))
+    code, _, err = cli("--db", f"sqlite:///{tmp_path / 'd.db'}", "import", dressed)
+    assert code == 2 and "summaries or evidence are not the signed ones" in err, err
+    # A shared target with a relative key path (it would resolve against whatever directory
+    # judges) is refused, as `targets add` would never store one.
+    for row in rows:
+        if row["type"] == "target":
+            spec = json.loads(row["spec_json"])
+            spec["trust"]["verifier_keys"] = ["keys/evil.pub"]
+            row["spec_json"] = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+            row["spec_sha256"] = hashlib.sha256(row["spec_json"].encode()).hexdigest()
+        if row["type"] == "verification":
+            row["evidence_json"] = "{}"
+    relative = tmp_path / "relative.jsonl"
+    relative.write_text(export_text(rows))
+    code, _, err = cli(
+        "--db", f"sqlite:///{tmp_path / 'r.db'}", "import", relative, "--with-targets"
+    )
+    assert code == 2 and "is not absolute" in err, err
 
 
 def test_import_never_overwrites_production(cli, tmp_path: Path) -> None:

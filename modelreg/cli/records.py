@@ -375,12 +375,14 @@ def show(ctx: typer.Context, record_ref: RecordArg, json_out: JsonOption = False
             for c in run.checks
         ]
         print(table(rows, ["when", "target", "check", "outcome", "class", "summary"]))
+        from modelreg.schemas.verification import generations
+
         failing = [
             (run.target, c, g)
             for run in shown.runs[-1:]
             for c in run.checks
-            for g in c.evidence.get("generations", [])
-            if isinstance(g, dict) and g.get("classification") not in (None, "pass")
+            for g in generations(c.evidence)
+            if g.get("classification") not in (None, "pass")
         ]
         for target, check, gen in failing:
             out(

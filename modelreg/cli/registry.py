@@ -171,14 +171,27 @@ def export(
 def import_(
     ctx: typer.Context,
     path: Annotated[Path, typer.Argument(help="A file written by modelreg export.")],
+    with_targets: Annotated[
+        bool,
+        typer.Option(
+            "--with-targets",
+            help="Also define the file's shared targets here (they decide which keys a "
+            "target trusts: import them only from a file you trust).",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> int:
     """Load an export into this registry, all or nothing (e.g. SQLite -> PostgreSQL)."""
-    result = registry(ctx).import_(path)
+    result = registry(ctx).import_(path, with_targets=with_targets)
     if json_out:
         emit(result)
-    else:
-        say("imported " + ", ".join(f"{n} {kind}s" for kind, n in sorted(result.counts.items())))
+        return 0
+    say("imported " + ", ".join(f"{n} {kind}s" for kind, n in sorted(result.counts.items())))
+    if result.skipped.get("target"):
+        say(
+            f"not imported: {result.skipped['target']} shared target definition(s) "
+            "(they decide which keys a target trusts; add --with-targets to import them)"
+        )
     return 0
 
 

@@ -610,7 +610,9 @@ def _model_page(
 
 class Snapshot:
     """Many reads in one short transaction (``Store.snapshot``): one connection instead of
-    one per read, and one consistent view of the registry. Holds no model lock."""
+    one per read, and one consistent view of the registry. It takes no model's row lock, but
+    on SQLite (every transaction ``BEGIN IMMEDIATE``) it holds the database's write lock: open
+    no other session inside it, and keep it short."""
 
     def __init__(self, session: Session, load_manifest_json: Callable[[str], str]) -> None:
         self.session = session

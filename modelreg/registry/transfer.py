@@ -49,6 +49,7 @@ from modelreg.registry.tables import (
 )
 from modelreg.schemas.manifest import first_error, load_manifest, record_id_for
 from modelreg.schemas.output import ExportOutput, ImportOutput
+from modelreg.targets import check_shared_spec
 
 FORMAT = "modelreg-export"
 VERSION = 3
@@ -310,12 +311,21 @@ def read_export(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str]:
     return rows, whole.hexdigest()
 
 
-def import_registry(store: Store, path: Path, actor: str) -> ImportOutput:
+def import_registry(
+    store: Store, path: Path, actor: str, *, with_targets: bool = False
+) -> ImportOutput:
     """Check and load an export into ``store`` in one transaction; each model it touches gets
     an ``import`` event naming the file's sha256 and what it added."""
     rows, file_sha256 = read_export(path)
-    counts = import_rows(store, rows, file_sha256=file_sha256, source=str(path), actor=actor)
-    return ImportOutput(path=str(path), sha256=file_sha256, counts=counts)
+    counts, skipped = import_rows(
+        store,
+        rows,
+        file_sha256=file_sha256,
+        source=str(path),
+        actor=actor,
+        with_targets=with_targets,
+    )
+    return ImportOutput(path=str(path), sha256=file_sha256, counts=counts, skipped=skipped)
 
 
 def _parse_time(value: Any, where: str) -> datetime:
@@ -332,10 +342,13 @@ def import_rows(
     file_sha256: str = "",
     source: str = "",
     actor: str = "import",
-) -> dict[str, int]:
+    with_targets: bool = False,
+) -> tuple[dict[str, int], dict[str, int]]:
     """Check every exported row, then replay them into ``store`` in one transaction; returns
-    counts per kind. Nothing already in the registry is overwritten, and imported evidence
-    never decides deployability unless it is signed by a key the target trusts."""
+    (counts per kind imported, counts per kind skipped). Nothing already in the registry is
+    overwritten, and imported evidence never decides deployability unless it is signed by a
+    key the target trusts. Shared target definitions decide what counts (their trusted keys),
+    so they are imported only with ``with_targets``."""
     counts: dict[str, int] = {}
     rows: dict[str, list[tuple[str, Any]]] = {kind: [] for kind in _ORDER}
     saw_header = False
@@ -360,12 +373,17 @@ def import_rows(
         else:
             raise InvalidInput(f"{where}: unknown kind {kind!r}")
     imported = ImportCheck(rows, file_sha256)
+    skipped: dict[str, int] = {}
+    targets = _shared_targets(rows["target"]) if with_targets else {}
+    if rows["target"] and not with_targets:
+        skipped["target"] = counts.pop("target")
     with Session(store.engine) as session:
         imported.against_registry(session)
         try:
             for row in imported.rows_to_write(session):
                 session.add(row)
                 session.flush()
+            _import_targets(session, targets, actor, f"import of {source} ({file_sha256})")
             for model_id, added in sorted(imported.per_model().items()):
                 session.add(
                     event_row(
@@ -382,7 +400,7 @@ def import_rows(
                 f"not contain, or repeats one): {str(exc.orig).splitlines()[0]}"
             ) from None
         session.commit()
-    return counts
+    return counts, skipped
 
 
 def _table_row(kind: str, item: dict[str, Any], where: str) -> Any:
@@ -437,6 +455,7 @@ class ImportCheck:
                 f" (origin there: {run.origin})" if run.origin != "imported" else ""
             )
             run.origin, run.origin_detail = "imported", detail
+            run.signer_key_id = None  # who signed is decided by checking, never by the file
             self.runs[run.run_id] = run
         for where, v in rows["verification"]:
             self._known_record(v.record_id, where)
@@ -445,6 +464,7 @@ class ImportCheck:
             run = self.runs.get(v.run_id)
             if run is None or run.record_id != v.record_id or run.target != v.target:
                 raise InvalidInput(f"{where}: verification of a run the file does not declare")
+        self._check_signed_runs()
         for where, state in rows["state"]:
             self._known_record(state.record_id, where)
             if state.state not in _STATES:
@@ -457,12 +477,45 @@ class ImportCheck:
         for where, location in rows["location"]:
             self._known_record(location.record_id, where)
             try:
-                parse_location(location.url)
+                location.url = parse_location(location.url).url
             except InvalidInput as exc:
                 raise InvalidInput(f"{where}: {exc.message}") from None
-        for where, target in rows["target"]:
-            _check_target_row(target, where)
         self._check_promotions()
+
+    def _check_signed_runs(self) -> None:
+        """A signed run's envelope must be its statement: the record, target and run id, the
+        host, and each check's summary and evidence as signed (outcomes, fingerprint and
+        files are compared whenever the run is judged). A run whose shown evidence is not
+        the signed evidence is refused, not imported with a borrowed signature."""
+        from modelreg.signing import SignatureInvalid, run_details_problem, run_envelope_statement
+
+        checks: dict[str, list[tuple[str, Any]]] = {}
+        hosts: dict[str, set[str]] = {}
+        for where, v in self.rows["verification"]:
+            try:
+                evidence = json.loads(v.evidence_json)
+            except json.JSONDecodeError:
+                raise InvalidInput(f"{where}: evidence_json is not JSON") from None
+            checks.setdefault(v.run_id, []).append((v.summary, evidence))
+            hosts.setdefault(v.run_id, set()).add(v.host)
+        for run_id, run in self.runs.items():
+            if run.envelope_json is None:
+                continue
+            try:
+                statement = run_envelope_statement(json.loads(run.envelope_json))
+            except (json.JSONDecodeError, SignatureInvalid) as exc:
+                why = exc.message if isinstance(exc, SignatureInvalid) else "not JSON"
+                raise InvalidInput(f"run {run_id}: its envelope: {why}") from None
+            predicate = statement["predicate"]
+            named = (predicate.get("record_id"), predicate.get("target"), predicate.get("run_id"))
+            if named != (run.record_id, run.target, run_id):
+                raise InvalidInput(f"run {run_id}: its envelope was signed for another run")
+            run_hosts = hosts.get(run_id) or {""}
+            if len(run_hosts) != 1:
+                raise InvalidInput(f"run {run_id}: its checks name more than one host")
+            problem = run_details_problem(statement, run_hosts.pop(), checks.get(run_id, []))
+            if problem is not None:
+                raise InvalidInput(f"run {run_id}: its envelope does not match it: {problem}")
 
     def _known_record(self, record_id: str, where: str) -> None:
         if record_id not in self.records:
@@ -506,14 +559,6 @@ class ImportCheck:
                     f"the registry already has production for {model_id} on {target}: the "
                     "import would overwrite it"
                 )
-        for where, target in self.rows["target"]:
-            held_target = session.get(TargetRow, target.name)
-            if held_target is not None and held_target.spec_sha256 != target.spec_sha256:
-                raise InvalidInput(
-                    f"{where}: the registry already shares another definition of target "
-                    f"{target.name!r}: the import would change it",
-                    "remove it first (modelreg targets remove NAME) or edit the file",
-                )
         suites = [suite.model_id for _, suite in self.rows["suite"]]
         if (
             suites
@@ -530,9 +575,6 @@ class ImportCheck:
         for _, model in self.rows["model"]:
             if model.model_id not in existing:
                 yield model
-        for _, target in self.rows["target"]:
-            if session.get(TargetRow, target.name) is None:  # an identical one is kept
-                yield target
         for _, record_rows in self.rows["record"]:
             yield from record_rows
         for kind in (
@@ -568,25 +610,62 @@ class ImportCheck:
         return added
 
 
-def _check_target_row(row: TargetRow, where: str) -> None:
-    """A shared target definition from a file: a valid name that is not built in, a valid
-    spec, and the digest the registry computes for it."""
-    from modelreg.targets import TARGET_NAME_RE, builtin_names, spec_from_json
+def _shared_targets(rows: list[tuple[str, TargetRow]]) -> dict[str, tuple[TargetRow, Any]]:
+    """name -> (the row, with its canonical spec JSON and sha256; the spec) of the file's
+    shared targets, each checked as ``targets add`` checks a YAML file; a name twice is
+    refused."""
+    found: dict[str, tuple[TargetRow, Any]] = {}
+    for where, row in rows:
+        if row.name in found:
+            raise InvalidInput(f"{where}: target {row.name!r} appears twice")
+        try:
+            data = json.loads(row.spec_json)
+        except json.JSONDecodeError:
+            raise InvalidInput(f"{where}: target {row.name!r}: its spec is not JSON") from None
+        if hashlib.sha256(row.spec_json.encode()).hexdigest() != row.spec_sha256:
+            raise InvalidInput(f"{where}: target {row.name!r}: spec_sha256 does not match its spec")
+        spec = check_shared_spec(row.name, data, where)
+        row.spec_json = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+        row.spec_sha256 = hashlib.sha256(row.spec_json.encode()).hexdigest()
+        found[row.name] = (row, spec)
+    return found
 
-    if not TARGET_NAME_RE.fullmatch(row.name):
-        raise InvalidInput(f"{where}: target name {row.name[:120]!r} is not a valid name")
-    if row.name in builtin_names():
-        raise InvalidInput(f"{where}: target {row.name!r} is built in and cannot be redefined")
-    try:
-        spec = json.loads(row.spec_json)
-    except json.JSONDecodeError:
-        raise InvalidInput(f"{where}: target {row.name!r}: its spec is not JSON") from None
-    if not isinstance(spec, dict):
-        raise InvalidInput(f"{where}: target {row.name!r}: its spec is not an object")
-    spec_from_json(row.name, spec)
-    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
-    if hashlib.sha256(canonical.encode()).hexdigest() != row.spec_sha256:
-        raise InvalidInput(f"{where}: target {row.name!r}: spec_sha256 does not match its spec")
+
+def _import_targets(
+    session: Session,
+    specs: dict[str, tuple[TargetRow, Any]],
+    actor: str,
+    origin: str,
+) -> None:
+    """Store the file's shared targets (who defined them when, as the file says): a new name
+    is defined, with a ``target-define`` event by the importer; an identical definition is
+    kept; a different one is refused."""
+    for name, (row, spec) in sorted(specs.items()):
+        digest = row.spec_sha256
+        held = session.get(TargetRow, name)
+        if held is not None:
+            if held.spec_sha256 != digest:
+                raise InvalidInput(
+                    f"the registry already shares another definition of target {name!r}: "
+                    "the import would change it",
+                    "remove it first (modelreg targets remove NAME) or import without "
+                    "--with-targets",
+                )
+            continue
+        session.add(row)
+        session.add(
+            event_row(
+                "target-define",
+                actor,
+                target=name,
+                detail={
+                    "from": origin,
+                    "spec_sha256": digest,
+                    "replaced_sha256": None,
+                    "spec": spec,
+                },
+            )
+        )
 
 
 def _record_rows(item: dict[str, Any], where: str) -> list[SQLModel]:

@@ -358,7 +358,12 @@ class ExportOutput(Output):
 class ImportOutput(Output):
     path: str
     sha256: str
-    counts: dict[str, int]
+    counts: dict[str, int] = Field(description="Rows imported, per kind.")
+    skipped: dict[str, int] = Field(
+        default_factory=dict,
+        description="Rows of the file not imported, per kind: shared target definitions "
+        "without --with-targets (they decide which keys a target trusts).",
+    )
 
 
 class CardFinding(_Out):

@@ -23,11 +23,19 @@ class Outcome(StrEnum):
 class CheckResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    check: str
+    check: str = Field(max_length=64)
     required: bool
     outcome: Outcome
-    classification: str | None = None  # e.g. wrong_answer, degenerate, crashed, timeout
+    # e.g. wrong_answer, degenerate, crashed, timeout
+    classification: str | None = Field(default=None, max_length=32)
     summary: str
     evidence: dict[str, Any] = Field(default_factory=dict)
     started_at: datetime
     finished_at: datetime
+
+
+def generations(evidence: dict[str, Any]) -> list[dict[str, Any]]:
+    """The prompts and answers in a check's evidence; none when it holds no well-formed list
+    (evidence imported from a file is shown, never trusted to be well formed)."""
+    found = evidence.get("generations")
+    return [g for g in found if isinstance(g, dict)] if isinstance(found, list) else []

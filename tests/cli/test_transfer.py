@@ -37,7 +37,7 @@ def test_export_from_sqlite_import_elsewhere_preserves_everything(
     assert stat.S_IMODE(dump.stat().st_mode) == 0o600
     assert not list(tmp_path.glob(".registry.jsonl.*")), "no temporary file left behind"
 
-    code, out, err = cli("import", dump, "--json")  # into this test's backend
+    code, out, err = cli("import", dump, "--with-targets", "--json")  # into this backend
     assert code == 0, err
     imported = json.loads(out)
     assert imported["sha256"] == hashlib.sha256(dump.read_bytes()).hexdigest()
@@ -51,7 +51,9 @@ def test_export_from_sqlite_import_elsewhere_preserves_everything(
         if row["type"] == "run":
             assert row["origin"] == "imported" and imported["sha256"] in row["origin_detail"]
             row["origin"], row["origin_detail"] = "local", None
-    assert after[:-2] == before[:-1]
+    # ... and the shared target's definition, as an event of its own.
+    assert after[:-3] == before[:-1]
+    assert (after[-3]["kind"], after[-3]["target"]) == ("target-define", "edge")
     event = after[-2]
     assert event["kind"] == "import"
     assert json.loads(event["detail_json"])["sha256"] == imported["sha256"]
@@ -193,7 +195,7 @@ def test_hostile_target_and_location_rows_are_refused(cli, smollm2: Path, tmp_pa
     for name, (rows, needle) in cases.items():
         path = tmp_path / f"{name}.jsonl"
         path.write_text(_with_trailer([header, model, record, *rows]))
-        code, _, err = cli("import", path)
+        code, _, err = cli("import", path, "--with-targets")
         assert code == 2 and needle in err and "Traceback" not in err, (name, err)
     assert json.loads(cli("list", "--json")[1])["records"] == []
     assert "edge" not in {t["name"] for t in json.loads(cli("targets", "--json")[1])["targets"]}

@@ -342,7 +342,7 @@ def test_an_unsigned_uploaded_run_is_kept_but_never_makes_a_record_deployable(
     assert body["deployability"]["deployable"] is False
     (reason,) = body["deployability"]["reasons"]
     assert reason["code"] == "untrusted_evidence" and "only uploaded runs" in reason["message"]
-    assert "does not count towards deployability" in body["message"]
+    assert "cpu trusts no verifier keys" in body["message"]
 
     promote = client_of("releaser").post(
         f"/api/v1/records/{record}/promote", json={"target": "cpu"}
@@ -430,17 +430,30 @@ def test_a_signed_upload_counts_only_when_a_trusted_key_vouches_for_exactly_it(
         assert response.status_code == 201, response.text
         return dict(response.json())
 
-    # Signed by a key edge does not trust: kept, not counted.
-    body = upload(_signed_upload(registry, record, "edge", stranger))
-    assert body["run"]["counted"] is False and body["run"]["signed_by"] is None
-    assert "not trusted here" in body["deployability"]["reasons"][0]["message"]
-    # Signed by the trusted key over a failure, uploaded as a pass: the signature does not
-    # vouch for the uploaded outcomes.
+    def refused(payload: dict[str, object], needle: str) -> None:
+        response = verifier.post(f"/api/v1/records/{record}/runs", json=payload)
+        assert needle in _error(response, 422, "invalid_input")["message"]
+
+    # Signed by a key edge does not trust: refused, nothing stored.
+    refused(_signed_upload(registry, record, "edge", stranger), "not trusted here")
+    # Signed by the trusted key over a failure, uploaded as a pass: not this run's statement.
     forged = _signed_upload(registry, record, "edge", private, {**PASSING, "digest": "fail"})
     forged["checks"] = _signed_upload(registry, record, "edge", private)["checks"]
-    body = upload(forged)
-    assert body["run"]["counted"] is False
-    assert "not the signed ones" in body["deployability"]["reasons"][0]["message"]
+    refused(forged, "not the signed ones")
+    # The signed outcomes with other answers shown: the evidence is signed too.
+    dressed = _signed_upload(registry, record, "edge", private)
+    checks = [dict(c) for c in dressed["checks"]]  # type: ignore[attr-defined]
+    checks[-1]["evidence"] = {"generations": [{"prompt": "capital?", "output": "Paris"}]}
+    refused(dict(dressed, checks=checks), "summaries or evidence")
+    refused(dict(dressed, host="edge-8"), "signed on host")
+    # Evidence the pages could not show is refused, signed or not.
+    bad = dict(dressed, envelope=None, checks=[dict(checks[0], evidence={"generations": 5})])
+    refused(bad, "must be a list of objects")
+    assert registry.imported_runs(record).runs == []
+    # An unsigned upload is history.
+    body = upload(dict(dressed, envelope=None))
+    assert body["run"]["counted"] is False and body["run"]["signed"] is False
+    assert "no run on edge is signed" in body["deployability"]["reasons"][0]["message"]
     # The honest signed run counts: the record is deployable on edge and can be promoted.
     honest = _signed_upload(registry, record, "edge", private)
     body = upload(honest)
@@ -453,11 +466,16 @@ def test_a_signed_upload_counts_only_when_a_trusted_key_vouches_for_exactly_it(
     listed = client_of("reader").get(f"/api/v1/records/{record}/imported-runs").json()
     assert [r["counted"] for r in listed["runs"]].count(True) == 1
     # The same signed run twice is refused, not stored again.
-    again = verifier.post(f"/api/v1/records/{record}/runs", json=honest)
-    assert "already stored" in _error(again, 422, "invalid_input")["message"]
+    refused(honest, "already stored")
     # An envelope that is not a signed verify run is refused at the door.
-    junk = dict(honest, envelope={"payloadType": "x", "payload": "", "signatures": []})
-    _error(verifier.post(f"/api/v1/records/{record}/runs", json=junk), 422, "invalid_input")
+    junk = dict(honest, envelope={"payloadType": "x", "payload": "", "signatures": [{}]})
+    refused(junk, "the run's envelope")
+    odd_key = dict(honest, envelope=dict(honest["envelope"], signatures=[{"keyid": ["x"]}]))  # type: ignore[call-overload]
+    refused(odd_key, "malformed")
+    # On a target that trusts no keys, even a valid signed run is history only.
+    on_cpu = upload(_signed_upload(registry, record, "cpu", private))
+    assert on_cpu["run"]["counted"] is False and "trusts no verifier keys" in on_cpu["message"]
+    assert registry.deployability(record, "edge").deployable
 
 
 def test_locations_are_validated_and_shown_with_production(
