@@ -114,6 +114,7 @@ if TYPE_CHECKING:
         Locked,
         Promotion,
         Record,
+        Snapshot,
         Store,
         StoredFile,
         StoredTarget,
@@ -430,11 +431,16 @@ class _Judge:
     never cached across calls (a runtime upgrade or a new key must count at once, also in a
     long-lived server)."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, view: Snapshot | None = None) -> None:
         # Everything read from the database is read here, up front: a judge is used inside
         # locked transactions, where another session would wait on our own lock (SQLite).
-        self.targets = registry.all_targets()
-        self._model_suites = registry.store.model_suites()
+        # Given a snapshot, it reads through it (one transaction for a whole status call).
+        if view is None:
+            self.targets = registry.all_targets()
+            self._model_suites = registry.store.model_suites()
+        else:
+            self.targets = registry._targets_with(view.target_specs())
+            self._model_suites = view.model_suites()
         self._fingerprints: dict[tuple[str, str, tuple[str, ...], str | None], Fingerprint] = {}
         self._trust: dict[str, rules.TrustPolicy] = {}
 
@@ -1304,10 +1310,9 @@ class Registry:
         its files, and whether it is deployable there now (stale / held / failing)."""
         # One read transaction for all of it: one connection, one consistent view. Errors
         # are raised after it ends (the "did you mean" of an unknown model reads on its own).
-        # The judge reads targets and suites first: never inside the snapshot (SQLite).
-        judge = _Judge(self)
         productions: list[Promotion] = []
         with self.store.snapshot() as view:
+            judge = _Judge(self, view)  # reads through the snapshot: no second session
             if target is None or target in judge.targets:
                 productions = view.productions(model_id, target)
             # A model with production records exists: ask only when it has none.
@@ -1359,8 +1364,8 @@ class Registry:
         and whether it may run there now, by the same rules as ``status``."""
         if offset < 0 or not 1 <= limit <= 1000:
             raise InvalidInput(f"offset {offset} / limit {limit}: give offset ≥ 0, limit 1-1000")
-        judge = _Judge(self)
         with self.store.snapshot() as view:
+            judge = _Judge(self, view)
             models, total = view.model_page(contains, offset, limit)
             productions = view.productions_of(models)
             records = view.records_by_id((p.record_id for p in productions), with_manifests=False)

@@ -560,6 +560,10 @@ def _has_model(session: Session, model_id: str) -> bool:
     return found.first() is not None
 
 
+def _model_suites(session: Session) -> dict[str, ModelSuiteRow]:
+    return {row.model_id: row for row in session.exec(select(ModelSuiteRow))}
+
+
 def _target_specs(session: Session) -> list[StoredTarget]:
     rows = session.exec(_target_specs_statement()).all()
     return [
@@ -623,6 +627,9 @@ class Snapshot:
 
     def target_specs(self) -> list[StoredTarget]:
         return _target_specs(self.session)
+
+    def model_suites(self) -> dict[str, ModelSuiteRow]:
+        return _model_suites(self.session)
 
     def productions(self, model_id: str | None, target: str | None) -> list[Promotion]:
         return _productions(self.session, model_id, target)
@@ -1151,7 +1158,7 @@ class Store:
 
     def model_suites(self) -> dict[str, ModelSuiteRow]:
         with self._session() as session:
-            return {row.model_id: row for row in session.exec(select(ModelSuiteRow))}
+            return _model_suites(session)
 
     def verified_targets(self, record_id: str) -> list[str]:
         with self._session() as session:
