@@ -749,7 +749,9 @@ def run(workers: int = 2) -> list[dict[str, Any]]:
             "detail": f"{o_rps} vs {t_rps} requests/s; errors {of(ours, closed, 'errors')} vs "
             f"{of(theirs, closed, 'errors')}; server CPU per request "
             f"{of(ours, closed, 'server_cpu_ms_per_request')} ms vs "
-            f"{of(theirs, closed, 'server_cpu_ms_per_request')} ms; {size}",
+            f"{of(theirs, closed, 'server_cpu_ms_per_request')} ms; one sequential keep-alive "
+            f"connection: p50 {of(ours, 'sequential_1_connection', 'p50_ms')} ms vs "
+            f"{of(theirs, 'sequential_1_connection', 'p50_ms')} ms; {size}",
         },
         {
             "name": f"serve: same load, p99 latency ({args.clients} clients)",
