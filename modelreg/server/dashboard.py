@@ -49,6 +49,7 @@ def environment() -> Environment:
     env.filters["count"] = lambda c: "unknown" if c is None else f"{c:,}"
     env.filters["url"] = lambda s: quote(str(s), safe="")
     env.filters["shell"] = lambda s: shlex.quote(str(s))
+    env.filters["runtime"] = views.runtime_summary
     return env
 
 

@@ -205,3 +205,15 @@ def fit_bars(fit: FitOutput) -> list[StackedBar]:
         text = f"budget {_gib(budget)}" + (f" · unknown: {', '.join(unknown)}" if unknown else "")
         bars.append(StackedBar(f"{fit.target}: {title}", segments, budget_x, text, fit.verdict))
     return bars
+
+
+def runtime_summary(fingerprint: dict[str, str]) -> str:
+    """A run's fingerprint in one readable line: every entry but the mapped libraries, which
+    are counted (their digests are in ``show --json`` and the signed statement)."""
+    from modelreg.fingerprint import LIB_PREFIX
+
+    shown = [f"{k} {v}" for k, v in sorted(fingerprint.items()) if not k.startswith(LIB_PREFIX)]
+    libraries = sum(k.startswith(LIB_PREFIX) for k in fingerprint)
+    if libraries:
+        shown.append(f"{libraries} mapped libraries by digest")
+    return ", ".join(shown) or "not recorded"
