@@ -295,6 +295,15 @@ def event_row(
     )
 
 
+def target_define_event(
+    name: str, spec: Any, digest: str, replaced: str | None, actor: str, origin: str
+) -> EventRow:
+    """The event of a shared target definition: who, from where, its digest and the one it
+    replaced (``targets add`` and ``import --with-targets`` write the same event)."""
+    detail = {"from": origin, "spec_sha256": digest, "replaced_sha256": replaced, "spec": spec}
+    return event_row("target-define", actor, target=name, detail=detail)
+
+
 def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
     for k in range(0, len(ids), _CHUNK):
         yield ids[k : k + _CHUNK]
@@ -1243,19 +1252,7 @@ class Store:
                     row.spec_json, row.spec_sha256 = spec_json, digest
                     row.defined_at, row.defined_by = utcnow(), actor
                 session.add(row)
-                session.add(
-                    event_row(
-                        "target-define",
-                        actor,
-                        target=name,
-                        detail={
-                            "from": origin,
-                            "spec_sha256": digest,
-                            "replaced_sha256": previous,
-                            "spec": spec,
-                        },
-                    )
-                )
+                session.add(target_define_event(name, spec, digest, previous, actor, origin))
                 changes[name] = "replaced" if previous else "added"
             session.commit()
         return changes

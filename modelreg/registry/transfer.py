@@ -32,7 +32,7 @@ from modelreg.jsonio import parse_json
 from modelreg.limits import check_manifest
 from modelreg.locations import parse_location
 from modelreg.registry.db import SCHEMA_HEAD
-from modelreg.registry.store import Store, event_row
+from modelreg.registry.store import Store, event_row, target_define_event
 from modelreg.registry.tables import (
     ArtifactSignatureRow,
     EventRow,
@@ -577,16 +577,8 @@ class ImportCheck:
                 yield model
         for _, record_rows in self.rows["record"]:
             yield from record_rows
-        for kind in (
-            "location",
-            "run",
-            "verification",
-            "signature",
-            "suite",
-            "promotion",
-            "state",
-            "event",
-        ):
+        # Everything after the records, in export order; shared targets are imported apart.
+        for kind in _ORDER[_ORDER.index("record") + 1 :]:
             for _, row in self.rows[kind]:
                 yield row
 
@@ -653,19 +645,7 @@ def _import_targets(
                 )
             continue
         session.add(row)
-        session.add(
-            event_row(
-                "target-define",
-                actor,
-                target=name,
-                detail={
-                    "from": origin,
-                    "spec_sha256": digest,
-                    "replaced_sha256": None,
-                    "spec": spec,
-                },
-            )
-        )
+        session.add(target_define_event(name, spec, digest, None, actor, origin))
 
 
 def _record_rows(item: dict[str, Any], where: str) -> list[SQLModel]:
