@@ -16,6 +16,7 @@ import typer
 
 from modelreg import config
 from modelreg.errors import ErrorCode, InvalidInput, ModelregError
+from modelreg.process import tune_collector
 
 if TYPE_CHECKING:
     from modelreg.api import Registry
@@ -104,6 +105,7 @@ def _db_from_argv() -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
     args = sys.argv[1:] if argv is None else argv
+    tune_collector()
     json_out = "--json" in args
     if any("\x00" in arg for arg in args):  # the OS cannot pass one; a library caller can
         if json_out:

@@ -54,6 +54,7 @@ from modelreg.errors import (
     SchemaMismatch,
     Unauthorized,
 )
+from modelreg.process import tune_collector
 from modelreg.schemas.output import (
     AddOutput,
     DiffOutput,
@@ -651,9 +652,11 @@ def app_from_environment() -> ASGIApp:
     set (``MODELREG_SERVE_SETTINGS``, JSON)."""
     data = json.loads(os.environ[SETTINGS_VARIABLE])
     targets_file = data.pop("targets_file")
-    return create_app(
+    app = create_app(
         ServerSettings(**data, targets_file=Path(targets_file) if targets_file else None)
     )
+    tune_collector(freeze=True)
+    return app
 
 
 def run(
@@ -696,6 +699,7 @@ def run(
         + (f" · {workers} worker processes" if workers > 1 else "")
     )
     if workers == 1:
+        tune_collector(freeze=True)
         uvicorn.Server(config).run()
         return
     from uvicorn.supervisors import Multiprocess
