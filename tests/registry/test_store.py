@@ -279,3 +279,29 @@ def test_migration_0006_keeps_0005_data_and_adds_the_team_tables(
     secret = registry.create_token("ci", "verifier", actor="a").secret
     assert registry.authenticate(secret).role == "verifier"
     assert registry.targets().targets[-1].name == "edge"
+
+
+def test_runs_read_in_slices_are_each_read_once(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checks of the runs that may count are read in slices of verification ids; a run
+    whose heads fall into two slices is still one run with its checks once."""
+    from modelreg.registry import store as store_module
+    from tests.helpers import PASSING, add_synthetic, record_run
+
+    registry = modelreg.open(db_url)
+    records = [add_synthetic(registry, i) for i in range(3)]
+    for record in records:
+        for target in ("cpu", "inf2.xlarge"):
+            record_run(registry, record, target, {**PASSING, "digest": "fail"})
+            record_run(registry, record, target)
+    with registry.store.snapshot() as view:
+        whole = view.latest_runs_on(records, ["cpu", "inf2.xlarge"])
+    monkeypatch.setattr(store_module, "_HEADS_CHUNK", 1)
+    with registry.store.snapshot() as view:
+        sliced = view.latest_runs_on(records, ["cpu", "inf2.xlarge"])
+    assert sliced == whole
+    assert len(whole) == 6
+    for runs in whole.values():
+        (run,) = runs  # the newest run is the newest local one and the newest of any origin
+        assert [(c.check, c.outcome) for c in run.checks] == list(PASSING.items())
