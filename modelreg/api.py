@@ -383,23 +383,24 @@ class _Plan:
 
 
 class _Reads:
-    """The reads a rollback plan needs, outside a lock (the same interface as ``Locked``)."""
+    """The reads a rollback plan needs, in one snapshot outside a lock (the interface of
+    ``Locked``)."""
 
-    def __init__(self, store: Store, model_id: str) -> None:
-        self.store = store
+    def __init__(self, view: Snapshot, model_id: str) -> None:
+        self.view = view
         self.model_id = model_id
 
     def state(self, record_id: str) -> RecordState:
-        return self.store.state(record_id)
+        return self.view.state(record_id)
 
     def latest_runs(self, record_id: str, target: str) -> list[StoredRun]:
-        return self.store.latest_runs([record_id], target)[record_id]
+        return self.view.latest_runs([record_id], target)[record_id]
 
     def promotions(self, target: str) -> list[Promotion]:
-        return self.store.promotions(self.model_id, target)
+        return self.view.promotions(self.model_id, target)
 
     def records(self, record_ids: Iterable[str]) -> dict[str, Record]:
-        return self.store.records_by_id(record_ids)
+        return self.view.records_by_id(record_ids)
 
 
 @dataclass(frozen=True)
@@ -1084,23 +1085,29 @@ class Registry:
             rejected.append((record_id, "production was rolled back from it", None))
         return _Plan(history, current, current_verdict, None, None, rejected)
 
-    def _deployed(self, record: Record, verdict: Deployability, target: str) -> DeployedOut:
-        the_target = self.all_targets().get(target)
+    @staticmethod
+    def _deployed(
+        reads: Store | Snapshot, judge: _Judge, record: Record, verdict: Deployability
+    ) -> DeployedOut:
+        """A record as a rollback shows it, read through ``reads`` (one snapshot for a plan)."""
+        the_target = judge.targets.get(verdict.target)
         # The run that decides the verdict (none: no run counts there), never merely the newest.
-        run = self.store.run_checks(verdict.run_id) if verdict.run_id else []
+        run = reads.run_checks(verdict.run_id) if verdict.run_id else []
         answered = [str(g.get("output")) for v in run for g in generations(v.result.evidence)]
         return DeployedOut(
-            record=self._record_out(record),
+            record=record_out(record, reads.files([record.id])[record.id], reads.state(record.id)),
             deployability=deployability_out(verdict),
             verified_on_host=run[0].host if run else None,
             runtime=dict(run[0].fingerprint) if run else {},
             answered=answered,
             unit=deployed_unit(the_target) if the_target is not None else {},
-            locations=[loc.url for loc in self.store.locations([record.id])[record.id]],
+            locations=[loc.url for loc in reads.locations([record.id])[record.id]],
         )
 
     def _rollback_output(
         self,
+        reads: Store | Snapshot,
+        judge: _Judge,
         model_id: str,
         target: str,
         plan: _Plan,
@@ -1113,16 +1120,16 @@ class Registry:
         if applied is not None and plan.candidate is not None and plan.current is not None:
             # After the move: judge both again (the old production record is now held).
             production = self._deployed(
-                plan.candidate, self.deployability(plan.candidate.id, target), target
+                reads, judge, plan.candidate, self.deployability(plan.candidate.id, target)
             )
             rolled_back_from = self._deployed(
-                plan.current, self.deployability(plan.current.id, target), target
+                reads, judge, plan.current, self.deployability(plan.current.id, target)
             )
         else:
             if plan.current is not None and plan.current_verdict is not None:
-                production = self._deployed(plan.current, plan.current_verdict, target)
+                production = self._deployed(reads, judge, plan.current, plan.current_verdict)
             if plan.candidate is not None and plan.candidate_verdict is not None:
-                candidate = self._deployed(plan.candidate, plan.candidate_verdict, target)
+                candidate = self._deployed(reads, judge, plan.candidate, plan.candidate_verdict)
         return RollbackOutput(
             model_id=model_id,
             target=target,
@@ -1171,22 +1178,23 @@ class Registry:
         none and production was not put there by a rollback."""
         self._require_model(model_id)
         the_target = self.target(target)
-        plan = self._plan(_Reads(self.store, model_id), the_target, _Judge(self))
-        last = plan.history[-1] if plan.history else None
-        if plan.candidate is None:
-            if last is not None and last.action == "rollback":
-                return self._rollback_output(
-                    model_id, target, plan, _already_rolled_back(model_id, target, last)
-                )
-            raise self._no_candidate(model_id, target, plan)
-        assert plan.current is not None
-        return self._rollback_output(
-            model_id,
-            target,
-            plan,
-            f"rollback would make {plan.candidate.id} production for {model_id} on {target} "
-            f"instead of {plan.current.id}",
-        )
+        # One read transaction for the plan and what it shows (SQLite: short, it holds the
+        # write lock; PostgreSQL: one connection instead of one per read).
+        with self.store.snapshot() as view:
+            judge = _Judge(self, view)
+            plan = self._plan(_Reads(view, model_id), the_target, judge)
+            last = plan.history[-1] if plan.history else None
+            if plan.candidate is None:
+                if last is not None and last.action == "rollback":
+                    message = _already_rolled_back(model_id, target, last)
+                    return self._rollback_output(view, judge, model_id, target, plan, message)
+                raise self._no_candidate(model_id, target, plan)
+            assert plan.current is not None
+            message = (
+                f"rollback would make {plan.candidate.id} production for {model_id} on "
+                f"{target} instead of {plan.current.id}"
+            )
+            return self._rollback_output(view, judge, model_id, target, plan, message)
 
     def rollback(
         self, model_id: str, target: str, *, why: str, actor: str | None = None
@@ -1233,7 +1241,9 @@ class Registry:
                         else "not active"
                     )
                 )
-        return self._rollback_output(model_id, target, plan, message, applied, held)
+        return self._rollback_output(
+            self.store, judge, model_id, target, plan, message, applied, held
+        )
 
     # -- states --------------------------------------------------------------------------
 

@@ -716,8 +716,17 @@ class Snapshot:
     def files(self, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
         return _files(self.session, record_ids)
 
+    def state(self, record_id: str) -> RecordState:
+        return _states(self.session, [record_id]).get(record_id, ACTIVE)
+
     def states(self, record_ids: Sequence[str]) -> dict[str, RecordState]:
         return _states(self.session, record_ids)
+
+    def promotions(self, model_id: str, target: str | None = None) -> list[Promotion]:
+        return _promotions(self.session, model_id, target)
+
+    def run_checks(self, run_id: str) -> list[Verification]:
+        return _run_checks(self.session, run_id)
 
     def latest_runs(self, record_ids: Sequence[str], target: str) -> dict[str, list[StoredRun]]:
         return _latest_runs(self.session, record_ids, target)
