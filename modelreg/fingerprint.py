@@ -92,9 +92,16 @@ def llama_build_digest() -> str:
     spec = importlib.util.find_spec("llama_cpp")
     if spec is None or not spec.submodule_search_locations:
         return "not installed"
-    lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
+    return libraries_digest(Path(next(iter(spec.submodule_search_locations))) / "lib")
+
+
+def libraries_digest(lib: Path) -> str:
+    """One digest over every llama.cpp library in ``lib`` (name and content digest of each:
+    a rebuilt ``libggml-cpu.so`` changes it as much as a rebuilt ``libllama.so``)."""
     found = [lib / name for name in _LLAMA_LIBS if (lib / name).is_file()]
-    return "sha256:" + "".join(library_digest(p) for p in found)[:16] if found else "not found"
+    if not found:
+        return "not found"
+    return _digest([f"{p.name}={library_digest(p)}".encode() for p in found])
 
 
 def flags_digest(flags: frozenset[str]) -> str:
