@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from modelreg.errors import InvalidInput, ModelregError
+from modelreg.jsonio import parse_json
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 IN_TOTO_STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -160,9 +161,9 @@ def verify_envelope(envelope: dict[str, Any], trusted: dict[str, Any]) -> tuple[
             except InvalidSignature:
                 continue
             try:
-                return json.loads(payload), key_id(key)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise SignatureInvalid("the signed payload is not JSON") from None
+                return parse_json(payload), key_id(key)
+            except ValueError as exc:
+                raise SignatureInvalid(f"the signed payload is not usable JSON: {exc}") from None
     known = [k for k in signed_by if k in trusted]
     if known:
         raise SignatureInvalid(f"the signature by key {known[0][:16]}… does not verify")
@@ -189,10 +190,11 @@ def read_artifact_signature(path: Path) -> ArtifactSignature:
     signature itself is checked at verify time against the target's trusted keys."""
     data = _read(path, "signature bundle", MAX_BUNDLE_BYTES)
     try:
-        bundle = json.loads(data)
-        parsed = parse_artifact_bundle(bundle)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise InvalidInput(f"{path}: not a signature bundle (not JSON)") from None
+        parsed = parse_artifact_bundle(parse_json(data))
+    except ValueError as exc:
+        raise InvalidInput(
+            f"{path}: not a signature bundle: not JSON it can read ({exc})"
+        ) from None
     except SignatureInvalid as exc:
         raise InvalidInput(f"{path}: not a model-signing bundle: {exc.message}") from None
     return parsed
@@ -217,9 +219,9 @@ def _statement(envelope: dict[str, Any]) -> dict[str, Any]:
     if envelope.get("payloadType") != IN_TOTO_PAYLOAD_TYPE:
         raise SignatureInvalid("its envelope does not hold an in-toto statement")
     try:
-        statement = json.loads(_b64(envelope.get("payload"), "the payload"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise SignatureInvalid("its statement is not JSON") from None
+        statement = parse_json(_b64(envelope.get("payload"), "the payload"))
+    except ValueError as exc:
+        raise SignatureInvalid(f"its statement is not usable JSON: {exc}") from None
     if not isinstance(statement, dict) or statement.get("_type") != IN_TOTO_STATEMENT_TYPE:
         raise SignatureInvalid("its payload is not an in-toto v1 statement")
     return statement

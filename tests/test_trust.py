@@ -380,6 +380,7 @@ def test_artifact_signatures(
     ("content", "needle"),
     [
         (b"{not json", "not JSON"),
+        (b"[" * 100_000, "nested deeper than"),
         (b'{"dsseEnvelope": {"payloadType": "text/plain", "payload": ""}}', "in-toto"),
         (b"[]", "a bundle is a JSON object"),
     ],
@@ -550,3 +551,19 @@ def test_a_new_image_digest_makes_evidence_stale(
     assert [r.code for r in verdict.reasons] == [ReasonCode.STALE_TARGET]
     assert "deployed unit changed: image" in verdict.reasons[0].message
     assert "b" * 64 in verdict.reasons[0].message
+
+
+def test_a_deeply_nested_uploaded_statement_is_refused_not_a_crash() -> None:
+    """An upload's envelope is read before any signature check: its payload is untrusted JSON
+    and gets the same depth bound as every other input (no RecursionError, no 500)."""
+    import base64
+
+    from modelreg.signing import IN_TOTO_PAYLOAD_TYPE, SignatureInvalid, run_envelope_statement
+
+    envelope = {
+        "payloadType": IN_TOTO_PAYLOAD_TYPE,
+        "payload": base64.b64encode(b"[" * 100_000).decode(),
+        "signatures": [{"keyid": "k", "sig": "AA=="}],
+    }
+    with pytest.raises(SignatureInvalid, match="nested deeper than"):
+        run_envelope_statement(envelope)
