@@ -840,13 +840,14 @@ class Registry:
             # start); the target kind's default is raised to cover the bundle's measured one.
             seconds, _why = recommended_verify_timeout(record.manifest, target)
             options = dataclasses.replace(options, timeout_seconds=seconds)
+        # The suite this run evaluates is the one its fingerprint names: ``suite``, else one
+        # given in ``options`` (library callers), else the suite in force.
         chosen: Suite | None = (
             load_suite_ref(suite)
             if suite is not None
-            else _Judge(self).suite_in_force(record.model_id, target)
+            else options.suite or _Judge(self).suite_in_force(record.model_id, target)
         )
-        if chosen is not None:
-            options = dataclasses.replace(options, suite=chosen)
+        options = dataclasses.replace(options, suite=chosen)
         reference_record = None
         if reference is not None:
             reference_record = self.store.get(reference)
@@ -877,7 +878,12 @@ class Registry:
         from modelreg.fingerprint import libraries_of
         from modelreg.registry.store import new_run_id
         from modelreg.validators.staging import stage, unrecorded_runtime_files
-        from modelreg.validators.verify import bind_to_staging, reference_check, run_checks
+        from modelreg.validators.verify import (
+            agreement_unmeasured,
+            bind_to_staging,
+            reference_check,
+            run_checks,
+        )
 
         unrecorded = []
         if record.format == "safetensors":
@@ -899,6 +905,8 @@ class Registry:
             )
             if plan.reference is not None:
                 results.append(reference_check(record, plan.reference, staged.files, plan))
+            elif (unmeasured := agreement_unmeasured(plan.suite)) is not None:
+                results.append(unmeasured)
             results = bind_to_staging(results, staged.changes(), unrecorded)
         libraries = sorted({lib for r in results for lib in r.evidence.get("mapped_libraries", [])})
         fingerprint = runtime_fingerprint(

@@ -32,9 +32,22 @@ def generate(
     table = torch.load(bundle / embedding_file, map_location="cpu", weights_only=True)
     tokenizer = AutoTokenizer.from_pretrained(str(bundle), local_files_only=True)
     load_ms = (time.perf_counter() - started) * 1000
+    has_template = bool(getattr(tokenizer, "chat_template", None))
     generations = []
     for item in prompts:
-        ids = tokenizer(item["prompt"])["input_ids"]
+        # As the other runtime children: a chat turn goes through the model's chat template
+        # (without one, the bare prompt, still judged as a turn that must end).
+        chat = item.get("chat")
+        use_chat = has_template if chat is None else bool(chat)
+        if use_chat and has_template:
+            text = tokenizer.apply_chat_template(
+                [{"role": "user", "content": item["prompt"]}],
+                add_generation_prompt=True,
+                tokenize=False,
+            )
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]  # the template's own
+        else:
+            ids = tokenizer(item["prompt"])["input_ids"]
         prompt_tokens = len(ids)
         new: list[int] = []
         stopped_by_eos = False
@@ -62,7 +75,8 @@ def generate(
                 "id": item.get("id"),
                 "prompt": item["prompt"],
                 "expect": item.get("expect"),
-                "mode": "completion",
+                "mode": "chat" if use_chat else "completion",
+                "chat_template": "model" if use_chat and has_template else None,
                 "output": tokenizer.decode(new, skip_special_tokens=True),
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": len(new),

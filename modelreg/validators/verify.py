@@ -154,3 +154,33 @@ def reference_check(
     )
     run.evidence["reference_record_id"] = reference.id
     return agreement_check(run, plan.suite or default_suite(), started)
+
+
+def agreement_unmeasured(suite: Any) -> CheckResult | None:
+    """A required ``reference-agreement`` result, ``unavailable``, when the suite in force sets
+    agreement thresholds but this verify compared no reference: a threshold nobody measured
+    is not met (fail closed). None when the suite sets none."""
+    from modelreg.validators.agreement import AGREEMENT_CHECK
+    from modelreg.validators.base import finish
+
+    if suite is None:
+        return None
+    thresholds = suite.thresholds
+    wanted = [
+        name
+        for name, limit in (
+            ("min_top1_agreement", thresholds.min_top1_agreement),
+            ("max_mean_kl", thresholds.max_mean_kl),
+        )
+        if limit is not None
+    ]
+    if not wanted:
+        return None
+    return finish(
+        AGREEMENT_CHECK,
+        utcnow(),
+        Outcome.UNAVAILABLE,
+        f"suite {suite.name} sets {' and '.join(wanted)}, and no reference was compared: "
+        "verify with --reference RECORD (a record of the same tokenizer)",
+        {"suite": {"name": suite.name, "digest": suite.digest()}, "thresholds": wanted},
+    )

@@ -128,3 +128,18 @@ def test_a_check_that_does_not_apply_does_not_block(tmp_path: Path) -> None:
     assert checks["embed-scale"].outcome is Outcome.SKIPPED
     assert not any(r.startswith("embed-scale") for r in _reasons(report))
     assert "neuron-smoke: unavailable" in _reasons(report)
+
+
+def test_host_path_judges_a_chat_turn_as_one(slim_bundle: Path) -> None:
+    """A chat case on the Neuron host path is a chat turn, as on the other runtimes: the base
+    model (no chat template) gets the bare prompt and must still end its turn — it does not."""
+    manifest = build_manifest([slim_bundle], model_id="google/gemma-3-270m").manifest
+    turn = golden_suite(
+        [GoldenPrompt(prompt="What is the capital of France?", expect="Paris", chat=True)]
+    )
+    child = run_host_path(manifest, slim_bundle, turn, require_neuron=False, timeout=300)
+    result = judge_run("neuron-smoke", datetime.now(UTC), child, {}, "host path (CPU)", turn)
+    generation = result.evidence["generations"][0]
+    assert generation["mode"] == "chat" and generation["chat_template"] is None
+    assert result.outcome is Outcome.FAIL
+    assert result.classification in ("no_stop", "wrong_answer"), result.summary

@@ -19,9 +19,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
 ]
-jsonschema = pytest.importorskip(
-    "jsonschema", reason="jsonschema is a dependency: pip install -e ."
-)
 
 # SmolLM2-135M-Instruct Q4_1, llama-cpp-python 0.3.36, greedy: what it really does on the
 # default suite (passed, total) per subset. A change here is a finding — a new runtime build
@@ -153,3 +150,38 @@ def test_base_model_without_chat_template_never_ends_its_turn(
     paris = next(c for c in result.cases if c.case_id == "facts-capital-france")
     assert "Paris" in (paris.output or "") and paris.classification == "no_stop"
     assert all(g["chat_template"] is None for g in check.evidence["generations"])
+
+
+def test_agreement_thresholds_nobody_measured_are_not_met(smollm2: Path, tmp_path: Path) -> None:
+    """The suite sets min_top1_agreement / max_mean_kl; a verify without --reference compares
+    nothing, so the thresholds are unmeasured: a required check says so, never a pass."""
+    from modelreg.rules import ReasonCode
+
+    suite = _default_suite("facts")
+    assert suite.thresholds.min_top1_agreement is not None
+    registry = modelreg.open(f"sqlite:///{tmp_path / 'r.db'}", targets_file=tmp_path / "no.yaml")
+    record = registry.add([smollm2], model_id=SMOLLM2_MODEL_ID, source=f"pypi://{SMOLLM2_PACKAGE}")
+    report = registry.verify(
+        record.record.record_id, "cpu", options=VerifyOptions(suite=suite), actor="tester"
+    )
+    agreement = next(r for r in report.checks if r.check == "reference-agreement")
+    assert agreement.required and agreement.outcome is Outcome.UNAVAILABLE
+    assert "--reference" in agreement.summary
+    assert not report.deployability.deployable
+    assert ReasonCode.CHECK_UNAVAILABLE in {r.code for r in report.deployability.reasons}
+    # A suite without agreement thresholds asks for no reference.
+    plain = suite.model_copy(
+        update={
+            "thresholds": suite.thresholds.model_copy(
+                update={"min_top1_agreement": None, "max_mean_kl": None}
+            )
+        }
+    )
+    report = registry.verify(
+        record.record.record_id, "cpu", options=VerifyOptions(suite=plain), actor="tester"
+    )
+    assert "reference-agreement" not in {r.check for r in report.checks}
+    # Its checks passed; the run names the suite it evaluated, which is not the one in force
+    # (a one-off suite), so it counts for nothing here — also when passed through options.
+    assert report.passed
+    assert [r.code for r in report.deployability.reasons] == [ReasonCode.STALE_SUITE]
