@@ -1211,9 +1211,7 @@ class Registry:
         and the record rolled back from is put on hold (``release`` makes it usable again).
         When production was already put there by a rollback, nothing changes (the output says
         so): running the same command twice during an incident is safe."""
-        if not why or not why.strip():
-            raise InvalidInput("a rollback needs a reason", "give --why '...'")
-        _check_why(why)
+        _check_why(why, required="a rollback")
         self._require_model(model_id)
         the_target = self.target(target)
         judge = _Judge(self)
@@ -1269,9 +1267,7 @@ class Registry:
             RecordStateKind.ACTIVE: "release",
             RecordStateKind.RETIRED: "retire",
         }[new]
-        if new is not RecordStateKind.ACTIVE and (not why or not why.strip()):
-            raise InvalidInput(f"{action} needs a reason", "give --why '...'")
-        _check_why(why)
+        _check_why(why, required=action if new is not RecordStateKind.ACTIVE else None)
         with self.store.locked(record.model_id) as tx:
             current = tx.state(record.id)
             if current.state is RecordStateKind.RETIRED:
@@ -1428,50 +1424,20 @@ class Registry:
     def gate(self, model_id: str, target: str, sha256: str) -> GateOutput:
         """The deploy gate: passes only when ``sha256`` is a file of the current production
         record of ``model_id`` on ``target`` and that record is deployable there now."""
+        gated = self.gated_status(model_id, target, sha256)
+        assert gated.gate is not None
+        return gated.gate
+
+    def gated_status(self, model_id: str, target: str, sha256: str) -> StatusOutput:
+        """``status`` of the model on the target with the deploy gate's answer (``.gate``)
+        decided from that same read: what is printed is what was judged."""
         if not _SHA256_RE.fullmatch(sha256.strip()):
             raise InvalidInput(
                 f"--expect-sha256 {sha256[:80]!r} is not a sha256", "give 64 hex characters"
             )
-        sha256 = sha256.strip().lower()
         status = self.status(model_id, target)
-
-        def fail(message: str, hint: str | None, record_id: str | None) -> GateOutput:
-            reason = ReasonOut(code="gate", message=message, hint=hint)
-            return GateOutput(
-                model_id=model_id,
-                target=target,
-                sha256=sha256,
-                passed=False,
-                record_id=record_id,
-                reasons=[reason],
-            )
-
-        if not status.entries:
-            return fail(
-                f"nothing is production for {model_id} on {target}",
-                f"promote a record: modelreg promote RECORD --target {target}",
-                None,
-            )
-        (entry,) = status.entries
-        record = entry.record
-        if sha256 not in {f.sha256 for f in record.files}:
-            return fail(
-                f"sha256 {sha256} is not a file of {record.record_id}, the production record "
-                f"for {model_id} on {target} (its files: "
-                + ", ".join(f"{f.path} {f.sha256}" for f in record.files)
-                + ")",
-                "deploy the production record's files, or promote the record you mean to deploy",
-                record.record_id,
-            )
-        verdict = entry.deployability
-        return GateOutput(
-            model_id=model_id,
-            target=target,
-            sha256=sha256,
-            passed=verdict.deployable,
-            record_id=record.record_id,
-            reasons=verdict.reasons,
-        )
+        status.gate = _gate_of(status, model_id, target, sha256.strip().lower())
+        return status
 
     # -- history, diff, fit --------------------------------------------------------------
 
@@ -1783,6 +1749,7 @@ class Registry:
         production there read "target no longer defined" until it is defined again."""
         from modelreg.targets import builtin_names, read_target_specs
 
+        _check_why(why)
         if name in builtin_names():
             raise InvalidInput(f"target {name!r} is built in and cannot be removed")
         # The stored names, not every target resolved: a definition that no longer builds
@@ -2074,9 +2041,55 @@ class Registry:
 # -- module-level helpers (no database) ---------------------------------------------------
 
 
-def _check_why(why: str | None) -> None:
+def _gate_of(status: StatusOutput, model_id: str, target: str, sha256: str) -> GateOutput:
+    """The deploy gate's answer from the status of one (model, target)."""
+
+    def fail(message: str, hint: str | None, record_id: str | None) -> GateOutput:
+        reason = ReasonOut(code="gate", message=message, hint=hint)
+        return GateOutput(
+            model_id=model_id,
+            target=target,
+            sha256=sha256,
+            passed=False,
+            record_id=record_id,
+            reasons=[reason],
+        )
+
+    if not status.entries:
+        return fail(
+            f"nothing is production for {model_id} on {target}",
+            f"promote a record: modelreg promote RECORD --target {target}",
+            None,
+        )
+    (entry,) = status.entries
+    record = entry.record
+    if sha256 not in {f.sha256 for f in record.files}:
+        return fail(
+            f"sha256 {sha256} is not a file of {record.record_id}, the production record "
+            f"for {model_id} on {target} (its files: "
+            + ", ".join(f"{f.path} {f.sha256}" for f in record.files)
+            + ")",
+            "deploy the production record's files, or promote the record you mean to deploy",
+            record.record_id,
+        )
+    verdict = entry.deployability
+    return GateOutput(
+        model_id=model_id,
+        target=target,
+        sha256=sha256,
+        passed=verdict.deployable,
+        record_id=record.record_id,
+        reasons=verdict.reasons,
+    )
+
+
+def _check_why(why: str | None, *, required: str | None = None) -> None:
+    """A reason given by a person: bounded like every free text; ``required`` names the action
+    that cannot go without one."""
     from modelreg.limits import WHY_MAX, check_length
 
+    if required is not None and (not why or not why.strip()):
+        raise InvalidInput(f"{required} needs a reason", "give --why '...'")
     if why is not None:
         check_length("--why", why, WHY_MAX)
 

@@ -297,9 +297,9 @@ def status(
     if expect_sha256 is not None:
         if model is None or target is None:
             raise InvalidInput("--expect-sha256 needs MODEL and --target")
-        gate = api.gate(model, target, expect_sha256)
-        report = api.status(model, target)
-        report.gate = gate
+        report = api.gated_status(model, target, expect_sha256)
+        gate = report.gate
+        assert gate is not None
         if json_out:
             emit(report)
         elif gate.passed:

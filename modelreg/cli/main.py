@@ -79,7 +79,7 @@ def _report(exc: ModelregError, json_out: bool) -> int:
     return exc.exit_code
 
 
-def _database_failure(exc: Exception) -> ModelregError | None:
+def _database_failure(exc: Exception, args: list[str]) -> ModelregError | None:
     """An unreachable database seen mid-command (not at open) is exit 4, like at open."""
     try:
         from sqlalchemy.exc import DBAPIError
@@ -89,11 +89,11 @@ def _database_failure(exc: Exception) -> ModelregError | None:
         return None
     from modelreg.registry.db import unavailable
 
-    return unavailable(exc, config.database_url(_db_from_argv()))
+    return unavailable(exc, config.database_url(_db_from_args(args)))
 
 
-def _db_from_argv() -> str | None:
-    argv = sys.argv[1:]
+def _db_from_args(argv: list[str]) -> str | None:
+    """The --db the command was given (the arguments of this call, not ``sys.argv``)."""
     for i, arg in enumerate(argv):
         if arg == "--db" and i + 1 < len(argv):
             return argv[i + 1]
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         # A path the user named cannot be used (too long, not permitted, not a directory…).
         return _report(InvalidInput(f"{exc.filename}: {exc.strerror}"), json_out)
     except Exception as exc:  # the one place an unexpected error becomes exit code 3
-        translated = _database_failure(exc)
+        translated = _database_failure(exc, args)
         if translated is not None:
             return _report(translated, json_out)
         return _internal(exc, json_out)

@@ -12,14 +12,14 @@ from modelreg.cli.main import JsonOption, TargetOption, app, registry
 from modelreg.cli.render import emit, out, say, table
 from modelreg.errors import InvalidInput
 
-RefArg = Annotated[str, typer.Argument(help="Record id/prefix or manifest .json.")]
+_REF_HELP = "Record id/prefix or manifest .json."
 
 
 @app.command()
 def diff(
     ctx: typer.Context,
-    a: Annotated[str, typer.Argument(metavar="A", help="Record id/prefix or manifest .json.")],
-    b: Annotated[str, typer.Argument(metavar="B", help="Record id/prefix or manifest .json.")],
+    a: Annotated[str, typer.Argument(metavar="A", help=_REF_HELP)],
+    b: Annotated[str, typer.Argument(metavar="B", help=_REF_HELP)],
     json_out: JsonOption = False,
 ) -> int:
     """What changed from A to B: identity, source, license, ledger, weights, quantization,
@@ -87,7 +87,6 @@ def fit(
     """Weights + KV cache + overhead against TARGET's memory; exit 0 only if it fits. Neuron
     bundles: every parameter group must be resident (else 'incomplete'), and every recorded
     layout variant is shown."""
-    from modelreg import api
 
     _positive_finite("--overhead", overhead)
     _positive_finite("--headroom", headroom, high=1.0)
@@ -102,14 +101,8 @@ def fit(
             "kv_dtype": kv_dtype,
             "overhead": overhead,
         }
-    path = Path(record_ref)
-    if path.suffix == ".json" and path.is_file():
-        from modelreg.schemas.manifest import read_manifest_file
-        from modelreg.targets import get_target
-
-        result = api.fit(record_ref, read_manifest_file(path), get_target(target), **options)
-    else:
-        result = registry(ctx).fit(record_ref, target, **options)
+    # A record or a manifest file alike: targets resolve as in every command (shared ones too).
+    result = registry(ctx).fit(record_ref, target, **options)
     if json_out:
         emit(result)
         return 0 if result.fits else 1

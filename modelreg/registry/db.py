@@ -43,7 +43,9 @@ def create_registry_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
         parsed.port  # noqa: B018 - a malformed port raises here, not at connect time
-    except (ArgumentError, ValueError):
+        if parsed.host:
+            parsed.host.encode("idna")  # a host no resolver can be asked about (UnicodeError)
+    except (ArgumentError, ValueError):  # UnicodeError is a ValueError
         raise InvalidInput(
             f"database URL {redact(url)!r} is not a SQLAlchemy URL",
             "percent-encode special characters in the password (@ → %40, / → %2F)",

@@ -59,3 +59,14 @@ def test_fit_bad_input_is_exit_2(cli, smollm2: Path) -> None:
     for args in (("--context", "-1"), ("--target", "nowhere"), ("--kv-dtype", "q3_z")):
         code, _, err = cli("fit", record, *args)
         assert code == 2 and "Traceback" not in err, args
+
+
+def test_fit_of_a_manifest_file_sees_shared_targets(cli, tmp_path: Path) -> None:
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("targets:\n  edge-box:\n    cpu_flags: [avx2]\n    memory_gib: 0.25\n")
+    assert cli("targets", "add", shared)[0] == 0
+    manifest = REPO / "manifests" / "qwen3-30b-a3b.json"
+    code, out, err = cli("fit", manifest, "--target", "edge-box", "--json")
+    assert code == 1, err  # judged against the shared target, not "target not found" (2)
+    fit = json.loads(out)
+    assert fit["target"] == "edge-box" and fit["verdict"] in {"does not fit", "unknown"}
