@@ -444,6 +444,7 @@ class _Judge:
             self._model_suites = view.model_suites()
         self._fingerprints: dict[tuple[str, str, tuple[str, ...], str | None], Fingerprint] = {}
         self._trust: dict[str, rules.TrustPolicy] = {}
+        self._suite_labels: dict[tuple[str, str], str | None] = {}
 
     def suite_in_force(self, model_id: str, target: Target) -> Suite | None:
         """The suite a verify of this model on this target runs: the model's, else the
@@ -459,11 +460,16 @@ class _Judge:
         return load_suite_ref(target.suite)
 
     def _suite_label(self, model_id: str, target: Target) -> str | None:
-        try:
-            return suite_label(self.suite_in_force(model_id, target))
-        except ModelregError as exc:
-            # An unreadable suite matches no run's: every run is stale, never a pass.
-            return f"unreadable: {exc.message}"
+        """The label of the suite in force, parsed and digested once per (model, target)."""
+        key = (model_id, target.name)
+        if key not in self._suite_labels:
+            try:
+                label = suite_label(self.suite_in_force(model_id, target))
+            except ModelregError as exc:
+                # An unreadable suite matches no run's: every run is stale, never a pass.
+                label = f"unreadable: {exc.message}"
+            self._suite_labels[key] = label
+        return self._suite_labels[key]
 
     def trust(self, target: Target) -> rules.TrustPolicy:
         if target.name not in self._trust:
@@ -570,9 +576,10 @@ class Registry:
         """Every model id with at least one record, sorted."""
         return self.store.model_ids()
 
-    def _record_out(self, record: Record) -> RecordOut:
-        files = self.store.files([record.id])[record.id]
-        return record_out(record, files, self.store.state(record.id))
+    def _record_out(self, record: Record, reads: Store | Snapshot | None = None) -> RecordOut:
+        """The record with its files and state, read through ``reads`` (default: the store)."""
+        source = reads or self.store
+        return record_out(record, source.files([record.id])[record.id], source.state(record.id))
 
     def _require_model(self, model_id: str) -> None:
         from modelreg.limits import MODEL_ID_MAX, check_length
@@ -1093,9 +1100,8 @@ class Registry:
             rejected.append((record_id, "production was rolled back from it", None))
         return _Plan(history, current, current_verdict, None, None, rejected)
 
-    @staticmethod
     def _deployed(
-        reads: Store | Snapshot, judge: _Judge, record: Record, verdict: Deployability
+        self, reads: Store | Snapshot, judge: _Judge, record: Record, verdict: Deployability
     ) -> DeployedOut:
         """A record as a rollback shows it, read through ``reads`` (one snapshot for a plan)."""
         the_target = judge.targets.get(verdict.target)
@@ -1103,7 +1109,7 @@ class Registry:
         run = reads.run_checks(verdict.run_id) if verdict.run_id else []
         answered = [str(g.get("output")) for v in run for g in generations(v.result.evidence)]
         return DeployedOut(
-            record=record_out(record, reads.files([record.id])[record.id], reads.state(record.id)),
+            record=self._record_out(record, reads),
             deployability=deployability_out(verdict),
             verified_on_host=run[0].host if run else None,
             runtime=dict(run[0].fingerprint) if run else {},
@@ -1127,12 +1133,12 @@ class Registry:
         production = candidate = rolled_back_from = None
         if applied is not None and plan.candidate is not None and plan.current is not None:
             # After the move: judge both again (the old production record is now held).
-            production = self._deployed(
-                reads, judge, plan.candidate, self.deployability(plan.candidate.id, target)
-            )
-            rolled_back_from = self._deployed(
-                reads, judge, plan.current, self.deployability(plan.current.id, target)
-            )
+            def now(record: Record) -> Deployability:
+                runs = reads.latest_runs([record.id], target)[record.id]
+                return judge.verdict(record, target, reads.state(record.id), runs)
+
+            production = self._deployed(reads, judge, plan.candidate, now(plan.candidate))
+            rolled_back_from = self._deployed(reads, judge, plan.current, now(plan.current))
         else:
             if plan.current is not None and plan.current_verdict is not None:
                 production = self._deployed(reads, judge, plan.current, plan.current_verdict)

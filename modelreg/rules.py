@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from modelreg.fingerprint import Fingerprint, describe_change
+from modelreg.fingerprint import TARGET_PREFIX, UNIT_PREFIX, Fingerprint, describe_change
 from modelreg.schemas.verification import Outcome
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ def _stale_code(change_keys: Iterable[str]) -> ReasonCode:
     keys = list(change_keys)
     if keys and all(k == "suite" for k in keys):
         return ReasonCode.STALE_SUITE
-    if keys and all(k.startswith(("target ", "unit ")) or k == "suite" for k in keys):
+    if keys and all(k.startswith((TARGET_PREFIX, UNIT_PREFIX)) or k == "suite" for k in keys):
         return ReasonCode.STALE_TARGET
     return ReasonCode.STALE_RUNTIME
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # `modelreg --help` imports this module: no pydantic for it
+    from pydantic import BaseModel
 
 
 def clean(text: Any) -> str:

@@ -1,8 +1,9 @@
 """The store: records, verifications, promotions, record states and the event log.
 
 The store only stores. It decides nothing — deployability, staleness and the rollback candidate
-are the rules module's (``modelreg.rules``), applied by the API (``modelreg.api``). Every
-read opens its own short session; every decision that reads then writes runs inside
+are the rules module's (``modelreg.rules``), applied by the API (``modelreg.api``). A plain
+read opens its own short session; reads that must agree with each other share one
+(``Store.snapshot``); every decision that reads then writes runs inside
 ``Store.locked(model_id)``: one transaction holding the model's lock, so promotions, rollbacks,
 holds, releases, retirements and verifications of one model are serialized and their events are
 numbered in commit order.
@@ -144,18 +145,6 @@ class Verification:
                 finished_at=aware(row.finished_at),
             ),
             fingerprint=json.loads(row.fingerprint_json or "{}"),
-        )
-
-    def verdict(self) -> CheckVerdict:
-        r = self.result
-        return CheckVerdict(
-            r.check,
-            r.required,
-            r.outcome.value,
-            r.classification,
-            r.finished_at,
-            self.run_id,
-            self.fingerprint,
         )
 
 
@@ -313,15 +302,20 @@ def target_define_event(
     return event_row("target-define", actor, target=name, detail=detail)
 
 
+def stored_spec(spec: dict[str, Any]) -> tuple[str, str]:
+    """A shared target's definition as stored: canonical JSON and its sha256 (the digest
+    ``targets add`` and ``import --with-targets`` compare)."""
+    spec_json = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    return spec_json, hashlib.sha256(spec_json.encode()).hexdigest()
+
+
 def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
     for k in range(0, len(ids), _CHUNK):
         yield ids[k : k + _CHUNK]
 
 
-# -- queries shared by plain reads and locked transactions --------------------------------
-
-
-# -- the hot reads' statements, built once (``status`` under load: constructing a select and
+# -- queries shared by plain reads, snapshots and locked transactions ----------------------
+# The hot reads' statements, built once (``status`` under load: constructing a select and
 # its cache key costs about as much CPU as running it). ``ids`` / ``targets`` expand into IN.
 
 
@@ -707,8 +701,9 @@ class Snapshot:
     def records_by_id(
         self, record_ids: Iterable[str], *, with_manifests: bool = True
     ) -> dict[str, Record]:
-        """Records by id; ``with_manifests=False`` reads each manifest on first use, after
-        the snapshot has ended (SQLite: never inside it, where it would wait on our lock)."""
+        """Records by id; ``with_manifests=False`` reads each manifest on first use in a
+        session of its own — so touch ``record.manifest`` only after the snapshot has ended
+        (SQLite: inside it, that session would wait on the snapshot's own lock)."""
         if with_manifests:
             return _records_by_id(self.session, record_ids)
         return _record_heads(self.session, record_ids, self._load_manifest_json)
@@ -940,10 +935,11 @@ class Store:
             found = session.exec(
                 select(ModelRow).where(ModelRow.model_id == model_id).with_for_update()
             ).first()
-            if found is None:
-                raise ModelNotFound(model_id, self.model_ids())
-            yield Locked(session, model_id)
-            session.commit()
+            if found is not None:
+                yield Locked(session, model_id)
+                session.commit()
+        if found is None:  # the suggestions read after our transaction (SQLite: its lock)
+            raise ModelNotFound(model_id, self.model_ids())
 
     # -- records -------------------------------------------------------------------------
 
@@ -1057,16 +1053,6 @@ class Store:
             raise AmbiguousRecord(ref, [r.id for r in rows])
         return Record.from_row(rows[0])
 
-    def records_by_id(
-        self, record_ids: Iterable[str], *, with_manifests: bool = True
-    ) -> dict[str, Record]:
-        """Records by id; ``with_manifests=False`` leaves each manifest to be read on first
-        use (status over thousands of records needs only the columns)."""
-        with self._session() as session:
-            if with_manifests:
-                return _records_by_id(session, record_ids)
-            return _record_heads(session, record_ids, self._manifest_json)
-
     def _manifest_json(self, record_id: str) -> str:
         with self._session() as session:
             row = session.get(RecordRow, record_id)
@@ -1164,10 +1150,6 @@ class Store:
                 for row in rows
             ]
 
-    def has_run(self, run_id: str) -> bool:
-        with self._session() as session:
-            return session.get(RunRow, run_id) is not None
-
     def latest_runs(self, record_ids: Sequence[str], target: str) -> dict[str, list[StoredRun]]:
         """record id -> the runs on ``target`` that may decide its deployability."""
         with self._session() as session:
@@ -1225,10 +1207,6 @@ class Store:
             )
             return [json.loads(row.bundle_json) for row in rows]
 
-    def model_suite(self, model_id: str) -> ModelSuiteRow | None:
-        with self._session() as session:
-            return session.get(ModelSuiteRow, model_id)
-
     def model_suites(self) -> dict[str, ModelSuiteRow]:
         with self._session() as session:
             return _model_suites(session)
@@ -1254,10 +1232,6 @@ class Store:
             return _states(session, record_ids)
 
     # -- promotions ----------------------------------------------------------------------
-
-    def production(self, model_id: str, target: str) -> Promotion | None:
-        with self._session() as session:
-            return _production(session, model_id, target)
 
     def productions(
         self, model_id: str | None = None, target: str | None = None
@@ -1292,13 +1266,10 @@ class Store:
         """Store target definitions in one transaction; returns name -> "added", "replaced"
         or "unchanged". Each change is a ``target-define`` event (who, from which file, the
         definition's digest and the one it replaced)."""
-        import hashlib
-
         changes: dict[str, str] = {}
         with self._session() as session:
             for name, spec in sorted(specs.items()):
-                spec_json = json.dumps(spec, sort_keys=True, separators=(",", ":"))
-                digest = hashlib.sha256(spec_json.encode()).hexdigest()
+                spec_json, digest = stored_spec(spec)
                 row = session.get(TargetRow, name)
                 if row is not None and row.spec_sha256 == digest:
                     changes[name] = "unchanged"
@@ -1409,5 +1380,3 @@ class Store:
                 session.add(event_row("token-revoke", actor, detail={"name": name}))
                 session.commit()
             return StoredToken.from_row(row)
-
-    # -- imported runs -------------------------------------------------------------------

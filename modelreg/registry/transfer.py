@@ -32,7 +32,7 @@ from modelreg.jsonio import parse_json
 from modelreg.limits import check_manifest
 from modelreg.locations import parse_location
 from modelreg.registry.db import SCHEMA_HEAD
-from modelreg.registry.store import Store, event_row, target_define_event
+from modelreg.registry.store import Store, event_row, stored_spec, target_define_event
 from modelreg.registry.tables import (
     ArtifactSignatureRow,
     EventRow,
@@ -617,8 +617,7 @@ def _shared_targets(rows: list[tuple[str, TargetRow]]) -> dict[str, tuple[Target
         if hashlib.sha256(row.spec_json.encode()).hexdigest() != row.spec_sha256:
             raise InvalidInput(f"{where}: target {row.name!r}: spec_sha256 does not match its spec")
         spec = check_shared_spec(row.name, data, where)
-        row.spec_json = json.dumps(spec, sort_keys=True, separators=(",", ":"))
-        row.spec_sha256 = hashlib.sha256(row.spec_json.encode()).hexdigest()
+        row.spec_json, row.spec_sha256 = stored_spec(spec)
         found[row.name] = (row, spec)
     return found
 

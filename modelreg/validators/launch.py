@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from modelreg.validators.child import _child_setup
+from modelreg.validators.resources import peak_rss_bytes
 
 # The guard is standard library only: run as a file in isolated mode, it imports nothing from
 # the working directory or the environment (a stray ``modelreg`` there cannot replace it).
@@ -97,15 +98,10 @@ def group_processes(pgid: int) -> list[GroupProcess]:
             if int(fields[2]) != pgid:
                 continue
             raw = (entry / "cmdline").read_bytes()
-            status = (entry / "status").read_text()
         except (OSError, ValueError, IndexError):
             continue
         argv = [a.decode("utf-8", errors="replace") for a in raw.split(b"\0") if a]
-        peak = None
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                peak = int(line.split()[1]) * 1024
-        found.append(GroupProcess(int(entry.name), argv, peak))
+        found.append(GroupProcess(int(entry.name), argv, peak_rss_bytes(entry / "status")))
     return found
 
 

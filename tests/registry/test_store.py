@@ -305,3 +305,14 @@ def test_runs_read_in_slices_are_each_read_once(
     for runs in whole.values():
         (run,) = runs  # the newest run is the newest local one and the newest of any origin
         assert [(c.check, c.outcome) for c in run.checks] == list(PASSING.items())
+
+
+def test_locking_an_unknown_model_says_so(store: Store, smollm2: Path) -> None:
+    """The suggestions are read after the failed lock's transaction: on SQLite a second
+    session inside it would wait on our own write lock."""
+    from modelreg.errors import ModelNotFound
+
+    store.add(build_manifest([smollm2], model_id=SMOL).manifest, smollm2.parent, "tester")
+    with pytest.raises(ModelNotFound) as caught, store.locked(SMOL.lower()):
+        pass
+    assert SMOL in str(caught.value.hint or caught.value.message)
