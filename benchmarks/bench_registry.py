@@ -308,7 +308,7 @@ def _bench(name: str, url: str) -> list[dict[str, Any]]:
             "name": f"{name}: add of a manifest (no hashing), 100k records present",
             "ours_s": add / 1000,
             "theirs_s": None,
-            "ratio": 1.0,
+            "ratio": None,
             "detail": f"median {add:.1f} ms over 51 adds",
             "target": "≤ 50 ms",
             "met": add <= 50,

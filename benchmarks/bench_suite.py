@@ -77,7 +77,7 @@ def _agreement(repeat: int = 3) -> dict[str, Any]:
         "name": "agreement over 256 tokens: SmolLM2 Q4_1 (llama.cpp) vs bf16 (transformers)",
         "ours_s": wall,
         "theirs_s": None,
-        "ratio": 1.0,
+        "ratio": None,
         "detail": f"{wall:.2f} s wall (median of {repeat}; both children, imports included); "
         f"top-1 agreement {figures.top1_agreement:.3f}, mean KL {figures.mean_kl:.4f} nats, "
         f"max KL {figures.max_kl:.3f}",

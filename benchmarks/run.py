@@ -47,6 +47,14 @@ def _seconds(value: float | None) -> str:
     return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
 
 
+def _ratio(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"  # None: nothing measured beside ours
+
+
+def _met(value: bool | None) -> str:
+    return "n/a" if value is None else "yes" if value else "**no**"  # None: a figure recorded
+
+
 def render(results: list[dict[str, Any]]) -> str:
     lines = [
         "# Benchmark results",
@@ -64,7 +72,7 @@ def render(results: list[dict[str, Any]]) -> str:
     for r in results:
         lines.append(
             f"| {r['name']} | {_seconds(r['ours_s'])} | {_seconds(r['theirs_s'])} | "
-            f"{r['ratio']:.2f} | {r['target']} | {'yes' if r['met'] else '**no**'} |"
+            f"{_ratio(r['ratio'])} | {r['target']} | {_met(r['met'])} |"
         )
     lines += ["", "## Details", ""]
     lines += [f"- **{r['name']}**: {r['detail']}" for r in results]
@@ -89,40 +97,36 @@ def main() -> None:
 _NOTES = """
 ## Notes
 
-- Rows marked **no** are targets this round did not reach; each is explained here (figures
-  quoted from the table above).
-- `verify` vs the bare script (about +0.7 s, target +0.35 s): besides the registry's own
-  start-up (SQLAlchemy, SQLModel, pydantic, about 0.3 s; the model's path comes from the
-  database, so the child cannot start loading before the registry is open), verify stages the
-  record's files, re-hashes them beside the generation, probes the runtime build and digests
-  every mapped library for the fingerprint — the trust work of this round, on the critical
-  path.
-- `inspect` vs `openssl dgst` (about 1.6×, target 1.25×): the file digest and the tensor-data
-  digest come from one read, the second hashed on the other core while the chunk is in cache;
-  on two cores shared with the rest of the run the second digest is not free. Alone on the
-  machine it measured 1.3×.
-- The default chat suite vs the Paris check (about 7.6×, target 3×): 15 prompts decoded one
-  after another through one loaded model; batching them as parallel sequences in one
-  llama.cpp context is what would close the gap, not done.
-- `status --json` over 5,000 production entries (about 0.5 s on SQLite and 0.6 s on
-  PostgreSQL, target 100 ms): every entry is judged afresh (trust policy, fingerprint,
-  counting run) from its runs' checks (15,000 check rows read and converted) and serialized
-  through the pydantic output models — about 100-120 µs per entry. The "alternative" column
-  is the same call under CPython's default collector thresholds: the command line and the
-  server collect the young generation every 10,000 allocations instead of 700, which removed
-  a third of the time. One model's status (what the deploy gate and the server ask) is 2-3 ms
-  on SQLite, 7 ms on PostgreSQL.
+- Rows marked **no** are targets this round did not reach; each is explained here (the
+  figures are the table's and the details'). A blank ratio: nothing was measured beside ours;
+  "n/a": a figure recorded, with no target to meet.
+- `verify` vs the bare script (target +0.35 s): besides the registry's own start-up
+  (SQLAlchemy, SQLModel, pydantic; the model's path comes from the database, so the child
+  cannot start loading before the registry is open), verify stages the record's files,
+  re-hashes them beside the generation, probes the runtime build and digests every mapped
+  library for the fingerprint — the trust work of this round, on the critical path.
+- `inspect` vs `openssl dgst` (target 1.25×): the file digest and the tensor-data digest come
+  from one read, the second hashed on the other core while the chunk is in cache; on two
+  cores shared with the rest of the run the second digest is not free.
+- The default chat suite vs the Paris check (target 3×): 15 prompts decoded one after another
+  through one loaded model; batching them as parallel sequences in one llama.cpp context is
+  what would close the gap, not done.
+- `status --json` over 5,000 production entries (target 100 ms): every entry is judged afresh
+  (trust policy, fingerprint, counting run) from its runs' checks (15,000 check rows read and
+  converted) and serialized through the pydantic output models. The "alternative" column is
+  the same call under CPython's default collector thresholds: the command line and the server
+  collect the young generation every 10,000 allocations instead of 700. One model's status
+  (what the deploy gate and the server ask) is in the details.
 - The team service vs MLflow: on this 2-core machine the load generator, PostgreSQL and the
-  two server processes share the cores. Ours spends about 5.5 ms of server CPU per status
-  request (a fresh judgement of every production entry of the model, nine queries in one
-  transaction) against MLflow's 7.5 ms for an alias lookup; requests/s are of the same order
-  as MLflow's, not 5×, and the closed-loop p99 is below MLflow's, not 1/5. At a fixed
-  200 requests/s ours runs near its capacity here (about 220/s), so the open-loop queue
-  builds up in bursts and its p99 is a hundred milliseconds or more, not 50 ms. Peak RSS (0.09×),
-  start-up (0.18×) and the dashboard matrix page are met. MLflow's figures are its own
-  `mlflow server` on SQLite, and they include the ~40 ms Nagle/delayed-ACK stall of its
-  keep-alive responses (ours sets TCP_NODELAY, tested on live connections): the first row's
-  details show both p50s on one sequential keep-alive connection.
+  two server processes share the cores. Each status request judges every production entry of
+  the model afresh (trust policy, fingerprint, counting run; nine queries in one transaction);
+  the first row's details give the server CPU per request of both. Requests/s are of the same
+  order as MLflow's, not 5×, and the closed-loop p99 is not 1/5 of MLflow's. At a fixed
+  200 requests/s ours runs close to its capacity here, so the open-loop queue builds up in
+  bursts and its p99 is above 50 ms. MLflow's figures are its own `mlflow server` on SQLite,
+  and they include the ~40 ms Nagle/delayed-ACK stall of its keep-alive responses (ours sets
+  TCP_NODELAY, tested on live connections): the first row's details show both p50s on one
+  sequential keep-alive connection.
 - The peak-RSS rows hash sparse files (all zero bytes): sha256 costs the same per byte, and
   a sparse 8 GiB file needs no disk.
 - Registry rows: 100,000 records in 1,000 models, every model production on the five

@@ -77,7 +77,7 @@ def test_concurrent_writers_keep_every_invariant(db_url: str) -> None:
         total.update(report)
     assert sum(total.values()) == WORKERS * OPERATIONS
     # Every kind of operation really happened (a run where everything errored is a failure).
-    for kind in ("created", "verify", "promote", "rollback"):
+    for kind in ("created", "verify", "promote", "rollback", "release"):
         assert total[kind] > 0, total
 
     registry = modelreg.open(db_url)

@@ -45,7 +45,6 @@ def test_the_bundled_text_has_enough_tokens() -> None:
 
 
 def _thresholds() -> Suite:
-    pytest.importorskip("jsonschema", reason="jsonschema is a dependency: pip install -e .")
     from modelreg.suites import default_suite
 
     return default_suite()

@@ -120,6 +120,8 @@ def scaled_server(scaled_smollm2: Path) -> Iterator[RunningServer]:
                 if httpx.get(f"{url}/v1/models", headers=headers).status_code == 200:
                     break
             time.sleep(0.1)
+        else:
+            pytest.fail("the test server did not answer within 120 s")
         yield RunningServer(url, scaled_smollm2)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -156,7 +156,6 @@ def test_expectation_modes(expect: Expectation, output: str, expected: Classific
 
 
 def test_json_against_a_schema() -> None:
-    pytest.importorskip("jsonschema", reason="jsonschema is a dependency: pip install -e .")
     expect = _expect(
         mode="json",
         json_schema={
