@@ -1195,7 +1195,10 @@ class Store:
                     detail={"bundle_sha256": digest, "key_hint": key_hint},
                 )
             )
-            session.commit()
+            try:
+                session.commit()
+            except IntegrityError:  # kept by a concurrent add a moment ago (PostgreSQL)
+                return False
         return True
 
     def artifact_signatures(self, record_id: str) -> list[dict[str, Any]]:
@@ -1265,7 +1268,16 @@ class Store:
     ) -> dict[str, str]:
         """Store target definitions in one transaction; returns name -> "added", "replaced"
         or "unchanged". Each change is a ``target-define`` event (who, from which file, the
-        definition's digest and the one it replaced)."""
+        definition's digest and the one it replaced). A definition added concurrently under
+        the same name (PostgreSQL) makes the transaction start over and see it."""
+        try:
+            return self._define_targets(specs, actor, origin)
+        except IntegrityError:
+            return self._define_targets(specs, actor, origin)
+
+    def _define_targets(
+        self, specs: dict[str, dict[str, Any]], actor: str, origin: str
+    ) -> dict[str, str]:
         changes: dict[str, str] = {}
         with self._session() as session:
             for name, spec in sorted(specs.items()):
@@ -1337,13 +1349,14 @@ class Store:
 
     def create_token(self, name: str, role: str, secret_sha256: str, actor: str) -> StoredToken:
         """Store a new token (its secret's digest only). Names are never reused."""
+        taken = InvalidInput(
+            f"a token named {name!r} exists (or existed: names are never reused, so "
+            "history stays unambiguous)",
+            "choose another name; see: modelreg token list",
+        )
         with self._session() as session:
             if session.exec(select(ApiTokenRow).where(ApiTokenRow.name == name)).first():
-                raise InvalidInput(
-                    f"a token named {name!r} exists (or existed: names are never reused, so "
-                    "history stays unambiguous)",
-                    "choose another name; see: modelreg token list",
-                )
+                raise taken
             row = ApiTokenRow(
                 name=name,
                 role=role,
@@ -1353,7 +1366,10 @@ class Store:
             )
             session.add(row)
             session.add(event_row("token-create", actor, detail={"name": name, "role": role}))
-            session.commit()
+            try:
+                session.commit()
+            except IntegrityError:  # the same name created concurrently (PostgreSQL)
+                raise taken from None
             return StoredToken.from_row(row)
 
     def tokens(self) -> list[StoredToken]:

@@ -316,3 +316,40 @@ def test_locking_an_unknown_model_says_so(store: Store, smollm2: Path) -> None:
     with pytest.raises(ModelNotFound) as caught, store.locked(SMOL.lower()):
         pass
     assert SMOL in str(caught.value.hint or caught.value.message)
+
+
+def test_concurrent_writers_of_one_name_get_answers_not_integrity_errors(store: Store) -> None:
+    """Read-then-insert outside a model lock: on PostgreSQL two writers can both pass the read;
+    the loser's unique-key violation is turned into the answer it would have read."""
+    import threading
+
+    workers = 8
+    barrier = threading.Barrier(workers)
+    outcomes: list[str] = []
+
+    def token() -> None:
+        barrier.wait()
+        try:
+            store.create_token("ci", "reader", "0" * 64, "tester")
+            outcomes.append("created")
+        except InvalidInput as exc:
+            assert "exists" in exc.message
+            outcomes.append("taken")
+
+    def target() -> None:
+        barrier.wait()
+        outcomes.append(store.define_targets({"edge": {"memory_gib": 1}}, "tester", "race"))
+
+    for job in (token, target):
+        outcomes.clear()
+        threads = [threading.Thread(target=job) for _ in range(workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(outcomes) == workers, outcomes  # none died with an exception
+        if job is token:
+            assert sorted(outcomes) == ["created"] + ["taken"] * (workers - 1)
+        else:
+            changes = [o["edge"] for o in outcomes]  # type: ignore[index]
+            assert changes.count("added") == 1 and changes.count("unchanged") == workers - 1
