@@ -17,17 +17,17 @@ its answers:
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from modelreg.errors import InvalidArtifact
+from modelreg.manifests.digest import sha256_file
 from modelreg.registry.store import Record
 
 WEIGHT_SUFFIXES = (".gguf", ".safetensors", ".bin", ".pt", ".pth", ".neff", ".onnx")
-HASH_CHUNK = 8 << 20
 
 
 @dataclass
@@ -59,14 +59,6 @@ def looks_like_file(name: str) -> bool:
     """Whether a served model name names a file (an absolute or relative path, or a weights
     file name) rather than an alias or a hub id."""
     return name.startswith(("/", "./", "../", "~")) or name.lower().endswith(WEIGHT_SUFFIXES)
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -124,7 +116,10 @@ def bind_identity(
             )
             evidence.setdefault("files", []).append({"named": name, "record_file": handed})
             continue
-        sha = sha256_of(path)
+        try:
+            sha = sha256_file(path)
+        except InvalidArtifact:  # gone or unreadable since: it confirms nothing
+            continue
         match = next((f for f in entries.values() if f.sha256 == sha), None)
         evidence.setdefault("files", []).append(
             {"named": name, "sha256": sha, "record_file": match.path if match else None}
