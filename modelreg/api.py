@@ -117,6 +117,7 @@ if TYPE_CHECKING:
         Snapshot,
         Store,
         StoredFile,
+        StoredLocation,
         StoredTarget,
         StoredToken,
         Verification,
@@ -315,7 +316,10 @@ def _event_summary(kind: str, detail: dict[str, Any]) -> str:
             checks = detail.get("checks", {})
             verdict = rules.run_verdict((c, True, o, None) for c, o in checks.items())
             blocking = [b.describe() for b in verdict.blocking]
-        return "passed" if not blocking else "failed: " + ", ".join(blocking)
+        said = "passed" if not blocking else "failed: " + ", ".join(blocking)
+        if detail.get("exploratory"):
+            return f"one-off run of {detail.get('suite')} {said} (not counted: changes no verdict)"
+        return said
     previous = detail.get("previous_record_id")
     if kind in ("promote", "rollback"):
         return f"was {previous}" if previous else "first production record"
@@ -372,14 +376,15 @@ def targets_output(found: dict[str, Target]) -> TargetsOutput:
 
 @dataclass(frozen=True)
 class _Plan:
-    """A rollback decision, worked out over one consistent view of the model."""
+    """A rollback decision (``rules.decide_rollback``), with the records and readiness it was
+    decided from — worked out over one consistent view of the model."""
 
     history: list[Promotion]
+    decision: rules.RollbackDecision
     current: Record | None
-    current_verdict: Deployability | None
+    current_ready: rules.Readiness | None
     candidate: Record | None
-    candidate_verdict: Deployability | None
-    rejected: list[tuple[str, str, str | None]]  # record id, why, hint
+    candidate_ready: rules.Readiness | None
 
 
 class _Reads:
@@ -402,6 +407,12 @@ class _Reads:
     def records(self, record_ids: Iterable[str]) -> dict[str, Record]:
         return self.view.records_by_id(record_ids)
 
+    def files(self, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
+        return self.view.files(record_ids)
+
+    def locations(self, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
+        return self.view.locations(record_ids)
+
 
 @dataclass(frozen=True)
 class _VerifyPlan:
@@ -409,6 +420,8 @@ class _VerifyPlan:
     suite: Suite | None
     reference: Record | None
     private_key: Any
+    # A suite given for this run that is not the one in force: recorded, never counted.
+    exploratory: bool = False
 
 
 def load_suite_ref(ref: str | Path) -> Suite:
@@ -432,10 +445,11 @@ class _Judge:
     never cached across calls (a runtime upgrade or a new key must count at once, also in a
     long-lived server)."""
 
-    def __init__(self, registry: Registry, view: Snapshot | None = None) -> None:
-        # Everything read from the database is read here, up front: a judge is used inside
-        # locked transactions, where another session would wait on our own lock (SQLite).
-        # Given a snapshot, it reads through it (one transaction for a whole status call).
+    def __init__(self, registry: Registry, view: Snapshot | Locked | None = None) -> None:
+        # Everything read from the database is read here, up front. Given a view it reads
+        # through it: a snapshot (one transaction for a whole status call) or the locked
+        # transaction a decision writes in — so a suite attached or a key tightened before the
+        # lock was taken is seen by the promote, rollback or verify that takes it.
         if view is None:
             self.targets = registry.all_targets()
             self._model_suites = registry.store.model_suites()
@@ -488,9 +502,9 @@ class _Judge:
 
     def current(self, target: Target, record: Record, run: StoredRun) -> Fingerprint:
         """The fingerprint ``run``'s evidence would carry if produced now on ``target``."""
-        from modelreg.fingerprint import LIB_PREFIX, libraries_of
+        from modelreg.fingerprint import LIB_PREFIX, is_inference_library, libraries_of
 
-        libraries = libraries_of(run.fingerprint)
+        libraries = tuple(lib for lib in libraries_of(run.fingerprint) if is_inference_library(lib))
         suite = self._suite_label(record.model_id, target)
         key = (target.name, _runtime_of(record), libraries, suite)
         if key not in self._fingerprints:
@@ -741,7 +755,11 @@ class Registry:
             manifest=record.manifest.model_dump(mode="json"),
             production=production,
             deployability=deployability,
-            runs=_runs_out(verifications, self.store.foreign_runs(record.id)),
+            runs=_runs_out(
+                verifications,
+                self.store.foreign_runs(record.id),
+                self.store.exploratory_runs(record.id),
+            ),
             units={t: unit for t, unit in units.items() if unit},
         )
 
@@ -849,11 +867,12 @@ class Registry:
             options = dataclasses.replace(options, timeout_seconds=seconds)
         # The suite this run evaluates is the one its fingerprint names: ``suite``, else one
         # given in ``options`` (library callers), else the suite in force.
-        chosen: Suite | None = (
-            load_suite_ref(suite)
-            if suite is not None
-            else options.suite or _Judge(self).suite_in_force(record.model_id, target)
-        )
+        in_force = _Judge(self).suite_in_force(record.model_id, target)
+        given = load_suite_ref(suite) if suite is not None else options.suite
+        chosen: Suite | None = given if given is not None else in_force
+        # A one-off: a suite given for this run that is not the one in force. It is recorded
+        # and shown, and decides nothing (the README's promise for `verify --suite`).
+        exploratory = given is not None and suite_label(given) != suite_label(in_force)
         options = dataclasses.replace(options, suite=chosen)
         reference_record = None
         if reference is not None:
@@ -870,7 +889,7 @@ class Registry:
             from modelreg.signing import load_private_key
 
             private_key = load_private_key(key_path)
-        return _VerifyPlan(options, chosen, reference_record, private_key)
+        return _VerifyPlan(options, chosen, reference_record, private_key, exploratory)
 
     def _verify(
         self,
@@ -881,9 +900,6 @@ class Registry:
         actor: str | None,
         warm_llama_child: RuntimeChild | None = None,
     ) -> VerifyOutput:
-        from modelreg import host
-        from modelreg.fingerprint import libraries_of
-        from modelreg.registry.store import new_run_id
         from modelreg.validators.staging import stage, unrecorded_runtime_files
         from modelreg.validators.verify import (
             agreement_unmeasured,
@@ -915,7 +931,33 @@ class Registry:
             elif (unmeasured := agreement_unmeasured(plan.suite)) is not None:
                 results.append(unmeasured)
             results = bind_to_staging(results, staged.changes(), unrecorded)
-        libraries = sorted({lib for r in results for lib in r.evidence.get("mapped_libraries", [])})
+        return self._record_results(record, target, results, plan, actor)
+
+    def _record_results(
+        self,
+        record: Record,
+        target: Target,
+        results: list[CheckResult],
+        plan: _VerifyPlan,
+        actor: str | None,
+    ) -> VerifyOutput:
+        """verify's write half: the run's fingerprint (the inference runtime's libraries from
+        the evidence), its signature, the one-off rule, and the row and event — stored and
+        judged in one locked transaction. (The rules' state-machine test drives verify
+        through here with synthetic check results.)"""
+        from modelreg import host
+        from modelreg.fingerprint import is_inference_library, libraries_of
+        from modelreg.registry.store import new_run_id
+
+        # Every mapped object stays in the evidence; the fingerprint names the runtime's own.
+        libraries = sorted(
+            {
+                lib
+                for r in results
+                for lib in r.evidence.get("mapped_libraries", [])
+                if is_inference_library(lib)
+            }
+        )
         fingerprint = runtime_fingerprint(
             target,
             _runtime_of(record),
@@ -933,8 +975,8 @@ class Registry:
                 record, target.name, run_id, hostname, results, fingerprint, plan.private_key
             )
         actor = actor or config.actor()
-        judge = _Judge(self)
         with self.store.locked(record.model_id) as tx:
+            judge = _Judge(self, tx)
             tx.save_run(
                 record,
                 target.name,
@@ -944,6 +986,7 @@ class Registry:
                 run_id=run_id,
                 envelope=envelope,
                 signer_key_id=signer,
+                exploratory=plan.exploratory,
             )
             tx.event(
                 "verify",
@@ -959,6 +1002,7 @@ class Registry:
                     "signed_by": signer,
                     "suite": suite_label(plan.suite),
                     "libraries": len(libraries_of(fingerprint)),
+                    "exploratory": plan.exploratory,
                 },
             )
             state = tx.state(record.id)
@@ -974,6 +1018,7 @@ class Registry:
             deployability=deployability_out(deployable),
             checks=list(results),
             signed_by=signer,
+            exploratory=plan.exploratory,
         )
 
     def _sign_run(
@@ -1047,8 +1092,8 @@ class Registry:
         _check_why(why)
         record = self.store.get(ref)
         self.target(target)
-        judge = _Judge(self)
         with self.store.locked(record.model_id) as tx:
+            judge = _Judge(self, tx)
             verdict = judge.verdict(
                 record, target, tx.state(record.id), tx.latest_runs(record.id, target)
             )
@@ -1075,91 +1120,151 @@ class Registry:
             warning=warning,
         )
 
-    def _plan(self, view: Locked | _Reads, target: Target, judge: _Judge) -> _Plan:
+    def _readiness(
+        self, view: Locked | _Reads, judge: _Judge, record: Record, target: str
+    ) -> rules.Readiness:
+        """Can ``record`` take production on ``target`` now: deployable there, and its bytes
+        fetchable from a recorded location (checked by size; fetch checks every sha256)."""
+        from modelreg.locations import fetchable_copy
+
+        verdict = judge.verdict(
+            record, target, view.state(record.id), view.latest_runs(record.id, target)
+        )
+        files = view.files([record.id])[record.id]
+        urls = [loc.url for loc in view.locations([record.id])[record.id]]
+        fetch_from, why = fetchable_copy([(f.path, f.bytes) for f in files], urls)
+        return rules.Readiness(verdict, fetch_from, why)
+
+    def _plan(
+        self, view: Locked | _Reads, target: Target, judge: _Judge, to: str | None = None
+    ) -> _Plan:
+        """The rollback decision from one read (a snapshot for the plan, the locked
+        transaction for the apply): the same function, so the apply does what the plan said."""
         history = view.promotions(target.name)
         steps = [p.step() for p in history]
-        candidates = rules.rollback_candidates(steps)
-        records = view.records([p.record_id for p in history])
+        records = view.records({p.record_id for p in history} | ({to} if to else set()))
+        ready: dict[str, rules.Readiness] = {}
+
+        def readiness(record_id: str) -> rules.Readiness:
+            if record_id not in ready:
+                ready[record_id] = self._readiness(view, judge, records[record_id], target.name)
+            return ready[record_id]
+
+        decision = rules.decide_rollback(steps, readiness, view.state, to=to)
         current = records[history[-1].record_id] if history else None
+        candidate = records[decision.candidate] if decision.candidate else None
+        return _Plan(
+            history,
+            decision,
+            current,
+            readiness(current.id) if current else None,
+            candidate,
+            readiness(candidate.id) if candidate else None,
+        )
 
-        def verdict_of(record: Record) -> Deployability:
-            runs = view.latest_runs(record.id, target.name)
-            return judge.verdict(record, target.name, view.state(record.id), runs)
-
-        current_verdict = verdict_of(current) if current else None
-        rejected: list[tuple[str, str, str | None]] = []
-        for record_id in candidates:
-            verdict = verdict_of(records[record_id])
-            if verdict.deployable:
-                return _Plan(
-                    history, current, current_verdict, records[record_id], verdict, rejected
-                )
-            hint = next((r.hint for r in verdict.reasons if r.hint), None)
-            rejected.append((record_id, verdict.summary, hint))
-        for record_id in sorted(rules.rolled_back_from(steps) - {current.id if current else ""}):
-            rejected.append((record_id, "production was rolled back from it", None))
-        return _Plan(history, current, current_verdict, None, None, rejected)
+    def _check_to(self, view: Locked | _Reads, model_id: str, target: str, to: str) -> str:
+        """``rollback --to`` (a record id, resolved before the read): a record of this model,
+        not retired, not production already, and production here before (bad input
+        otherwise: exit 2, nothing changed)."""
+        record = view.records([to])[to]
+        if record.model_id != model_id:
+            raise InvalidInput(
+                f"--to {to}: a record of {record.model_id}, not of {model_id}",
+                f"modelreg list --model {model_id}",
+            )
+        if view.state(to).state is RecordStateKind.RETIRED:
+            raise InvalidInput(f"--to {to}: retired; a retired record never takes production")
+        history = view.promotions(target)
+        if history and history[-1].record_id == to:
+            raise InvalidInput(f"--to {to}: already production for {model_id} on {target}")
+        if to not in {p.record_id for p in history}:
+            raise InvalidInput(
+                f"--to {to}: never production for {model_id} on {target}",
+                f"to make it production: modelreg promote {to} --target {target}",
+            )
+        return to
 
     def _deployed(
-        self, reads: Store | Snapshot, judge: _Judge, record: Record, verdict: Deployability
+        self,
+        reads: Store | Snapshot,
+        judge: _Judge,
+        record: Record,
+        verdict: Deployability,
+        fetch: tuple[str | None, str | None] = (None, None),
     ) -> DeployedOut:
         """A record as a rollback shows it, read through ``reads`` (one snapshot for a plan)."""
+        from modelreg.fingerprint import summary
+
         the_target = judge.targets.get(verdict.target)
         # The run that decides the verdict (none: no run counts there), never merely the newest.
         run = reads.run_checks(verdict.run_id) if verdict.run_id else []
         answered = [str(g.get("output")) for v in run for g in generations(v.result.evidence)]
+        runtime = dict(run[0].fingerprint) if run else {}
+        unchanged = (
+            None
+            if not run
+            else not any(r.code is rules.ReasonCode.STALE_RUNTIME for r in verdict.reasons)
+        )
         return DeployedOut(
             record=self._record_out(record, reads),
             deployability=deployability_out(verdict),
             verified_on_host=run[0].host if run else None,
-            runtime=dict(run[0].fingerprint) if run else {},
+            runtime=runtime,
+            runtime_summary=summary(runtime, unchanged),
             answered=answered,
             unit=deployed_unit(the_target) if the_target is not None else {},
             locations=[loc.url for loc in reads.locations([record.id])[record.id]],
+            fetch_from=fetch[0],
+            unfetchable=fetch[1] if fetch[0] is None else None,
         )
 
     def _rollback_output(
-        self,
-        reads: Store | Snapshot,
-        judge: _Judge,
-        model_id: str,
-        target: str,
-        plan: _Plan,
-        message: str,
-        applied: Promotion | None = None,
-        held: str | None = None,
+        self, model_id: str, target: str, plan: _Plan, message: str, applied: Promotion | None
     ) -> RollbackOutput:
-        last = plan.history[-1] if plan.history else None
+        """What a plan or an apply shows, read in one snapshot (after an apply: its outcome)."""
+        decision = plan.decision
         production = candidate = rolled_back_from = None
-        if applied is not None and plan.candidate is not None and plan.current is not None:
-            # After the move: judge both again (the old production record is now held).
-            def now(record: Record) -> Deployability:
-                runs = reads.latest_runs([record.id], target)[record.id]
-                return judge.verdict(record, target, reads.state(record.id), runs)
+        with self.store.snapshot() as view:
+            judge = _Judge(self, view)
+            reads = _Reads(view, model_id)
 
-            production = self._deployed(reads, judge, plan.candidate, now(plan.candidate))
-            rolled_back_from = self._deployed(reads, judge, plan.current, now(plan.current))
-        else:
-            if plan.current is not None and plan.current_verdict is not None:
-                production = self._deployed(reads, judge, plan.current, plan.current_verdict)
-            if plan.candidate is not None and plan.candidate_verdict is not None:
-                candidate = self._deployed(reads, judge, plan.candidate, plan.candidate_verdict)
+            def shown(record: Record, ready: rules.Readiness | None) -> DeployedOut:
+                if ready is None or applied is not None:
+                    ready = self._readiness(reads, judge, record, target)  # after the move
+                fetch = (ready.fetch_from, ready.unfetchable)
+                return self._deployed(view, judge, record, ready.verdict, fetch)
+
+            if applied is not None and plan.candidate is not None and plan.current is not None:
+                production = shown(plan.candidate, None)
+                rolled_back_from = shown(plan.current, None)
+            else:
+                if plan.current is not None:
+                    production = shown(plan.current, plan.current_ready)
+                if plan.candidate is not None:
+                    candidate = shown(plan.candidate, plan.candidate_ready)
+        last = plan.history[-1] if plan.history else None
         return RollbackOutput(
             model_id=model_id,
             target=target,
+            decision=decision.action.value,
             production=production,
             candidate=candidate,
             rolled_back_from=rolled_back_from,
             applied=promotion_out(applied) if applied else None,
-            held=held,
-            already_rolled_back=promotion_out(last)
-            if last is not None and last.action == "rollback" and applied is None
+            held=plan.current.id
+            if applied is not None and plan.current is not None and _held_now(self, plan)
             else None,
-            rejected=[RejectedCandidate(record_id=r, why=w, hint=h) for r, w, h in plan.rejected],
+            already_rolled_back=promotion_out(last)
+            if last is not None and decision.action is rules.RollbackAction.NOTHING_TO_DO
+            else None,
+            rejected=[
+                RejectedCandidate(record_id=r, why=w, hint=h) for r, w, h in decision.rejected
+            ],
             message=message,
         )
 
     def _no_candidate(self, model_id: str, target: str, plan: _Plan) -> NoRollbackCandidate:
+        decision = plan.decision
         if plan.current is None:
             return NoRollbackCandidate(
                 model_id,
@@ -1168,7 +1273,10 @@ class Registry:
                 f"promote a verified record: modelreg promote RECORD --target {target}",
             )
         current = f"production is {plan.current.id}"
-        if not plan.rejected:
+        if decision.candidate is None and decision.why not in ("", "no candidate"):
+            hint = next((h for _, _, h in decision.rejected if h), None)
+            return NoRollbackCandidate(model_id, target, f"{current}; {decision.why}", hint)
+        if not decision.rejected:
             return NoRollbackCandidate(
                 model_id,
                 target,
@@ -1176,65 +1284,67 @@ class Registry:
                 "a candidate is a record that was production on this target earlier and is "
                 "deployable now",
             )
-        rejected = "; ".join(f"{r} ({why})" for r, why, _ in plan.rejected)
-        hint = next((h for _, _, h in plan.rejected if h), None)
+        rejected = "; ".join(f"{r} ({why})" for r, why, _ in decision.rejected)
+        hint = next((h for _, _, h in decision.rejected if h), None)
         return NoRollbackCandidate(
             model_id,
             target,
-            f"{current}; earlier production records are not deployable now: {rejected}",
+            f"{current}; earlier production records cannot take production now: {rejected}",
             f"to make one a candidate: {hint}" if hint else None,
         )
 
-    def rollback_plan(self, model_id: str, target: str) -> RollbackOutput:
-        """The production record and the rollback candidate: the newest record that was
-        production on ``target`` before the current one, is deployable now, and is not a
-        record production was rolled back from. Raises ``NoRollbackCandidate`` when there is
-        none and production was not put there by a rollback."""
+    def rollback_plan(self, model_id: str, target: str, *, to: str | None = None) -> RollbackOutput:
+        """What ``rollback`` would do now (``rules.decide_rollback``): the candidate — the
+        newest record that was production on ``target`` before the current one, is deployable
+        now, has a fetchable copy and was never rolled back from — or ``to``; or nothing to do
+        when production was put there by a rollback and is deployable. Raises
+        ``NoRollbackCandidate`` when there is none."""
         self._require_model(model_id)
         the_target = self.target(target)
-        # One read transaction for the plan and what it shows (SQLite: short, it holds the
-        # write lock; PostgreSQL: one connection instead of one per read).
+        to = self.store.get(to).id if to is not None else None
         with self.store.snapshot() as view:
             judge = _Judge(self, view)
-            plan = self._plan(_Reads(view, model_id), the_target, judge)
-            last = plan.history[-1] if plan.history else None
-            if plan.candidate is None:
-                if last is not None and last.action == "rollback":
-                    message = _already_rolled_back(model_id, target, last)
-                    return self._rollback_output(view, judge, model_id, target, plan, message)
-                raise self._no_candidate(model_id, target, plan)
-            assert plan.current is not None
-            message = (
-                f"rollback would make {plan.candidate.id} production for {model_id} on "
-                f"{target} instead of {plan.current.id}"
-            )
-            return self._rollback_output(view, judge, model_id, target, plan, message)
+            reads = _Reads(view, model_id)
+            if to is not None:
+                self._check_to(reads, model_id, target, to)
+            plan = self._plan(reads, the_target, judge, to)
+        if plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
+            raise self._no_candidate(model_id, target, plan)
+        return self._rollback_output(
+            model_id, target, plan, _plan_message(model_id, target, plan), None
+        )
 
     def rollback(
-        self, model_id: str, target: str, *, why: str, actor: str | None = None
+        self,
+        model_id: str,
+        target: str,
+        *,
+        why: str,
+        to: str | None = None,
+        actor: str | None = None,
     ) -> RollbackOutput:
-        """Apply the rollback plan in one locked transaction: the candidate becomes production
-        and the record rolled back from is put on hold (``release`` makes it usable again).
-        When production was already put there by a rollback, nothing changes (the output says
-        so): running the same command twice during an incident is safe."""
+        """Apply the rollback decision in one locked transaction — the same decision
+        ``rollback_plan`` shows, read and decided inside the lock: the candidate becomes
+        production and the record rolled back from is put on hold (``release`` makes it
+        usable again). When production already is a rollback's outcome and deployable,
+        nothing changes (the output says so): the same command twice is safe."""
         _check_why(why, required="a rollback")
         self._require_model(model_id)
         the_target = self.target(target)
-        judge = _Judge(self)
         actor = actor or config.actor()
+        to = self.store.get(to).id if to is not None else None  # resolved before the lock
+        applied = None
         with self.store.locked(model_id) as tx:
-            plan = self._plan(tx, the_target, judge)
-            last = plan.history[-1] if plan.history else None
-            if last is not None and last.action == "rollback":
-                message = _already_rolled_back(model_id, target, last)
-                applied = None
-                held = None
-            elif plan.candidate is None:
+            judge = _Judge(self, tx)
+            if to is not None:
+                self._check_to(tx, model_id, target, to)
+            plan = self._plan(tx, the_target, judge, to)
+            action = plan.decision.action
+            if action is rules.RollbackAction.NO_CANDIDATE:
                 raise self._no_candidate(model_id, target, plan)
-            else:
-                assert plan.current is not None
+            if action is rules.RollbackAction.ROLLBACK:
+                assert plan.candidate is not None and plan.current is not None
                 applied = tx.set_production(plan.candidate, target, "rollback", actor, why)
-                held = None
                 if tx.state(plan.current.id).state is RecordStateKind.ACTIVE:
                     tx.set_state(
                         plan.current,
@@ -1243,19 +1353,16 @@ class Registry:
                         actor,
                         {"rolled_back_to": plan.candidate.id, "target": target},
                     )
-                    held = plan.current.id
-                message = (
-                    f"rolled back: {plan.candidate.id} is production for {model_id} on {target}; "
-                    f"{plan.current.id} is "
-                    + (
-                        "on hold (release it with: modelreg release " + plan.current.id + ")"
-                        if held
-                        else "not active"
-                    )
-                )
-        return self._rollback_output(
-            self.store, judge, model_id, target, plan, message, applied, held
-        )
+        if applied is None:
+            message = _plan_message(model_id, target, plan)
+        else:
+            assert plan.candidate is not None and plan.current is not None
+            message = (
+                f"rolled back: {plan.candidate.id} is production for {model_id} on {target}; "
+                f"{plan.current.id} is on hold (release it with: modelreg release "
+                f"{plan.current.id})"
+            )
+        return self._rollback_output(model_id, target, plan, message, applied)
 
     # -- states --------------------------------------------------------------------------
 
@@ -1350,7 +1457,10 @@ class Registry:
             self._require_model(model_id)
         if target is not None and target not in judge.targets:
             raise TargetNotFound(target, sorted(judge.targets))
+        from modelreg.locations import fetchable_copy
+
         entries = []
+        fetchable: dict[str, tuple[str | None, str | None]] = {}
         for p in productions:
             record = records[p.record_id]
             state = states.get(record.id, rules.ACTIVE)
@@ -1361,6 +1471,12 @@ class Registry:
                 runs.get((record.id, p.target), []),
                 {f.path: f.sha256 for f in files[record.id]},
             )
+            urls = [loc.url for loc in locations[record.id]]
+            if record.id not in fetchable:
+                fetchable[record.id] = fetchable_copy(
+                    [(f.path, f.bytes) for f in files[record.id]], urls
+                )
+            fetch_from, unfetchable = fetchable[record.id]
             entries.append(
                 StatusEntry(
                     model_id=p.model_id,
@@ -1371,7 +1487,9 @@ class Registry:
                     unit=deployed_unit(judge.targets[p.target])
                     if p.target in judge.targets
                     else {},
-                    locations=[loc.url for loc in locations[record.id]],
+                    locations=urls,
+                    fetch_from=fetch_from,
+                    unfetchable=unfetchable,
                 )
             )
         return StatusOutput(entries=entries)
@@ -2079,6 +2197,13 @@ def _gate_of(status: StatusOutput, model_id: str, target: str, sha256: str) -> G
             record.record_id,
         )
     verdict = entry.deployability
+    if verdict.deployable and entry.fetch_from is None:
+        return fail(
+            f"{record.record_id} is deployable on {target} but no recorded location has its "
+            f"files ({entry.unfetchable}): nothing could fetch what the gate passes",
+            f"add one: modelreg locate {record.record_id} --add file://HOST/DIR",
+            record.record_id,
+        )
     return GateOutput(
         model_id=model_id,
         target=target,
@@ -2167,8 +2292,11 @@ def _bits_per_weight(record: Record) -> float | None:
 
 
 def _runs_out(
-    verifications: Sequence[Verification], foreign: Sequence[ForeignRun] = ()
+    verifications: Sequence[Verification],
+    foreign: Sequence[ForeignRun] = (),
+    exploratory: Iterable[str] = (),
 ) -> list[RunOut]:
+    one_off = set(exploratory)
     origins = {r.run_id: r for r in foreign}
     runs: dict[str, RunOut] = {}
     for v in verifications:
@@ -2183,17 +2311,34 @@ def _runs_out(
                 checks=[],
                 origin=_origin(elsewhere.origin) if elsewhere else "local",
                 origin_detail=elsewhere.origin_detail if elsewhere else None,
+                exploratory=v.run_id in one_off,
             )
         run.checks.append(v.result)
     return list(runs.values())
+
+
+def _plan_message(model_id: str, target: str, plan: _Plan) -> str:
+    """The plan in one sentence (what an apply of it does)."""
+    if plan.decision.action is rules.RollbackAction.NOTHING_TO_DO:
+        return _already_rolled_back(model_id, target, plan.history[-1])
+    assert plan.candidate is not None and plan.current is not None
+    return (
+        f"rollback would make {plan.candidate.id} production for {model_id} on {target} "
+        f"instead of {plan.current.id}, and hold {plan.current.id}"
+    )
+
+
+def _held_now(registry: Registry, plan: _Plan) -> bool:
+    assert plan.current is not None
+    return registry.store.state(plan.current.id).state is RecordStateKind.HELD
 
 
 def _already_rolled_back(model_id: str, target: str, last: Promotion) -> str:
     return (
         f"already rolled back: {last.record_id} is production for {model_id} on {target} since "
         f"{last.at:%Y-%m-%d %H:%M} UTC (rolled back from {last.previous_record_id} by "
-        f"{last.actor}: {last.why}); nothing changed. To go further back, promote an earlier "
-        f"verified record: modelreg promote RECORD --target {target} --why '...'"
+        f"{last.actor}: {last.why}) and deployable; nothing changed. To go further back: "
+        f"modelreg rollback {model_id} --target {target} --to RECORD --apply --why '...'"
     )
 
 

@@ -8,8 +8,10 @@ that names what changed ("libggml-cpu.so changed", "target 'prod' changed: memor
 0.05", "suite changed").
 
 - On the host that is the target: the runtime's package versions, a digest of the compiled
-  llama.cpp libraries, the host's CPU flags, and the digest of every shared object the runtime
-  child mapped (``lib <path>``, read from the child after the model loaded).
+  llama.cpp libraries, the host's CPU flags, and the digest of every shared object of the
+  inference runtime the child mapped (``lib <path>``, read from the child after the model
+  loaded; ``is_inference_library`` says which: llama.cpp's, torch's, OpenMP/BLAS, the Neuron
+  SDK's — not markupsafe's ``_speedups.so`` or ``libsqlite3``).
 - Elsewhere: the target's declared CPU flags (a remote host's libraries cannot be hashed
   from here; the evidence still names them, for audit).
 - Always: the target's effective definition (``target <field>``: kind, memory, CPU flags,
@@ -170,6 +172,98 @@ def library_digest(path: Path | str) -> str:
         _save_persistent(persistent)
     _memo[key] = digest
     return digest
+
+
+# -- which shared objects are the inference runtime ---------------------------------------
+# A runtime child maps ~100 shared objects; only these can change what a model answers. The
+# rest (markupsafe's _speedups, libsqlite3, libcrypto, the interpreter's own extension
+# modules) are kept in the run's evidence (``mapped_libraries``) and never expire it.
+INFERENCE_LIBRARY_PREFIXES = (
+    # llama.cpp
+    "libllama",
+    "libggml",
+    "libmtmd",
+    "libllava",
+    # torch
+    "libtorch",
+    "libc10",
+    "libshm",
+    # OpenMP and BLAS: the kernels' threading and matrix products
+    "libgomp",
+    "libiomp",
+    "libomp",
+    "libopenblas",
+    "libscipy_openblas",
+    "libblas",
+    "libcblas",
+    "liblapack",
+    "libmkl",
+    # the Neuron SDK's runtime, collectives and compiler
+    "libnrt",
+    "libnccom",
+    "libneuron",
+    "libtorchneuron",
+    "libncfw",
+)
+# Extension modules inside these packages are the runtime too (torch's _C, the tokenizer).
+INFERENCE_PACKAGE_DIRS = (
+    "/llama_cpp/",
+    "/torch/",
+    "/tokenizers/",
+    "/torch_neuronx/",
+    "/neuronxcc/",
+    "/libneuronxla/",
+    "/neuronx_distributed/",
+    "/opt/aws/neuron/",
+)
+
+
+def is_inference_library(path: str) -> bool:
+    """Can this shared object change what a model answers? (see the lists above)"""
+    name = path.rsplit("/", 1)[-1].lower()
+    return name.startswith(INFERENCE_LIBRARY_PREFIXES) or any(
+        d in path for d in INFERENCE_PACKAGE_DIRS
+    )
+
+
+def inference_view(fingerprint: Fingerprint) -> Fingerprint:
+    """The fingerprint without the shared objects that cannot change an answer: what
+    staleness compares (a rebuilt libggml-cpu.so expires evidence, a changed _speedups.so
+    does not). Evidence stored before this rule named every mapped object; it is judged by
+    the same view."""
+    if not any(k.startswith(LIB_PREFIX) for k in fingerprint):
+        return fingerprint
+    return {
+        k: v
+        for k, v in fingerprint.items()
+        if not k.startswith(LIB_PREFIX) or is_inference_library(k.removeprefix(LIB_PREFIX))
+    }
+
+
+def summary(fingerprint: Fingerprint, unchanged: bool | None = None) -> str:
+    """The runtime in one line: "llama-cpp-python 0.3.36, llama.cpp sha256:…, 53 libraries,
+    unchanged since verify" (the full map: ``show --runtime`` / ``--json``)."""
+    if not fingerprint:
+        return "no runtime recorded"
+    parts = [
+        f"{k} {fingerprint[k]}"
+        for k in ("llama-cpp-python", "transformers", "torch", "torch-neuronx", "neuronx-cc")
+        if k in fingerprint and fingerprint[k] != "not installed"
+    ]
+    if "llama.cpp build" in fingerprint:
+        parts.append(f"llama.cpp {fingerprint['llama.cpp build']}")
+    declared = [
+        f"{k.removeprefix('declared ')} {v}"
+        for k, v in fingerprint.items()
+        if k.startswith("declared ")
+    ]
+    parts += [f"declared {d}" for d in sorted(declared)]
+    libraries = [k for k in fingerprint if k.startswith(LIB_PREFIX)]
+    if libraries:
+        parts.append(f"{len(libraries)} libraries")
+    if unchanged is not None:
+        parts.append("unchanged since verify" if unchanged else "CHANGED since verify")
+    return ", ".join(parts) or "no runtime recorded"
 
 
 def libraries_of(fingerprint: Fingerprint) -> tuple[str, ...]:

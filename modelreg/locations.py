@@ -179,6 +179,42 @@ def _source_dir(location: Location) -> tuple[Path | None, str | None]:
     return resolution.snapshot, None
 
 
+def fetchable_copy(
+    files: Sequence[tuple[str, int]], urls: Sequence[str]
+) -> tuple[str | None, str | None]:
+    """The first location that holds every file (path, bytes) with its recorded size — a
+    cheap check by ``stat``; ``fetch`` checks every sha256 as it copies — or None and why
+    none does. What a rollback candidate and the deploy gate need: bytes someone can get."""
+    problems: list[str] = []
+    for url in urls:
+        try:
+            location = parse_location(url)
+        except ModelregError as exc:
+            problems.append(f"{url}: {exc.message}")
+            continue
+        directory, why = _source_dir(location)
+        if directory is None:
+            problems.append(f"{url}: {why}")
+            continue
+        problem = None
+        for path, size in files:
+            candidate = directory / path
+            if len(files) == 1 and directory.is_file():
+                candidate = directory  # a one-file record located by its file
+            try:
+                found = candidate.stat()
+            except OSError:
+                problem = f"{path} is not there"
+                break
+            if not candidate.is_file() or found.st_size != size:
+                problem = f"{path} is {found.st_size} bytes, recorded {size}"
+                break
+        if problem is None:
+            return url, None
+        problems.append(f"{url}: {problem}")
+    return None, "; ".join(problems) or "no location recorded"
+
+
 def _copy_hashed(source: Path, destination: Path) -> tuple[int, str]:
     digest = hashlib.sha256()
     size = 0

@@ -14,7 +14,13 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from modelreg.fingerprint import TARGET_PREFIX, UNIT_PREFIX, Fingerprint, describe_change
+from modelreg.fingerprint import (
+    TARGET_PREFIX,
+    UNIT_PREFIX,
+    Fingerprint,
+    describe_change,
+    inference_view,
+)
 from modelreg.schemas.verification import Outcome
 
 if TYPE_CHECKING:
@@ -89,6 +95,9 @@ class StoredRun:
     checks: tuple[CheckVerdict, ...]
     origin: str = "local"  # local, imported, uploaded
     envelope: dict[str, object] | None = None
+    # A one-off run (``verify --suite S`` with S not the suite in force): recorded and shown,
+    # never the run that decides a verdict.
+    exploratory: bool = False
 
     @property
     def fingerprint(self) -> Fingerprint:
@@ -183,10 +192,12 @@ def counting_run(
 ) -> tuple[StoredRun | None, list[Reason]]:
     """The run that decides deployability, or the reasons none can.
 
-    Without verifier keys, the newest local run counts; runs imported from a file or uploaded
-    never count (they are kept as history). With verifier keys, only the newest signed run
-    counts, and only when its signature verifies with a trusted key and its statement covers
-    exactly this record's files, this target, and the checks and fingerprint stored for it.
+    One-off runs (``exploratory``) never decide: they ran a suite that is not the one in
+    force, so they change no verdict. Without verifier keys, the newest local run counts;
+    runs imported from a file or uploaded never count (they are kept as history). With
+    verifier keys, only the newest signed run counts, and only when its signature verifies
+    with a trusted key and its statement covers exactly this record's files, this target,
+    and the checks and fingerprint stored for it.
     """
     if trust.problem is not None:
         return None, [
@@ -196,7 +207,7 @@ def counting_run(
                 "make the target's verifier_keys readable here",
             )
         ]
-    ordered = list(candidates)
+    ordered = [r for r in candidates if not r.exploratory]
     if len(ordered) > 1:  # newest first (status judges thousands: skip the sort of one)
         ordered.sort(key=lambda r: r.finished_at or _LONG_AGO, reverse=True)
     if trust.verifier_keys is None:
@@ -207,8 +218,8 @@ def counting_run(
             return None, [
                 Reason(
                     ReasonCode.UNTRUSTED_EVIDENCE,
-                    f"only {ordered[0].origin} runs on {target}, which do not count without a "
-                    "signature by a key the target trusts",
+                    f"not counted ({ordered[0].origin}, unsigned): only {ordered[0].origin} "
+                    f"runs on {target}, which count only when signed by a key {target} trusts",
                     f"modelreg verify {record_id} --target {target}",
                 )
             ]
@@ -308,16 +319,19 @@ def judge(
         )
         reasons.append(Reason(code, check.describe(), f"modelreg show {record_id}"))
     current = fingerprint(run) if callable(fingerprint) else fingerprint
-    if verdict.passed and current is not None and run.fingerprint != current:
+    # Only what can change an answer is compared: the inference runtime's own libraries, not
+    # every extension module the process mapped (``fingerprint.inference_view``).
+    stored = inference_view(run.fingerprint)
+    if current is not None:
+        current = inference_view(current)
+    if verdict.passed and current is not None and stored != current:
         changed = sorted(
-            k
-            for k in run.fingerprint.keys() | current.keys()
-            if run.fingerprint.get(k) != current.get(k)
+            k for k in stored.keys() | current.keys() if stored.get(k) != current.get(k)
         )
         reasons.append(
             Reason(
                 _stale_code(changed),
-                f"stale: {describe_change(run.fingerprint, current, target)}",
+                f"stale: {describe_change(stored, current, target)}",
                 f"modelreg verify {record_id} --target {target}",
             )
         )
@@ -378,6 +392,119 @@ def rollback_candidates(history: Sequence[PromotionStep]) -> list[str]:
         if step.record_id not in excluded and step.record_id not in candidates:
             candidates.append(step.record_id)
     return candidates
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """Can a record take production on a target now: its verdict there, and where its bytes
+    can be fetched from (None: no recorded location has them — ``unfetchable`` says why)."""
+
+    verdict: Deployability
+    fetch_from: str | None
+    unfetchable: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.verdict.deployable and self.fetch_from is not None
+
+    def why_not(self) -> str:
+        if not self.verdict.deployable:
+            return self.verdict.summary
+        return f"no fetchable copy ({self.unfetchable or 'no location recorded'})"
+
+
+class RollbackAction(StrEnum):
+    ROLLBACK = "rollback"  # make the candidate production, hold the current record
+    NOTHING_TO_DO = "nothing_to_do"  # production already is a rollback's outcome, and ready
+    NO_CANDIDATE = "no_candidate"
+
+
+@dataclass(frozen=True)
+class RollbackDecision:
+    """What a rollback does from one state of a (model, target) — the plan prints it and the
+    apply does exactly it (both call ``decide_rollback`` on the same kind of read)."""
+
+    action: RollbackAction
+    current: str | None
+    candidate: str | None = None
+    # Earlier production records passed over: (record id, why, the command that fixes it).
+    rejected: tuple[tuple[str, str, str | None], ...] = ()
+    why: str = ""  # with NOTHING_TO_DO / NO_CANDIDATE: in words
+
+
+def decide_rollback(
+    history: Sequence[PromotionStep],
+    readiness: Callable[[str], Readiness],
+    state: Callable[[str], RecordState],
+    *,
+    to: str | None = None,
+) -> RollbackDecision:
+    """The one rollback rule, decided from the state alone (never from "what was done last"):
+
+    - nothing was ever production: no candidate;
+    - ``to`` given: that record, if it was production here before, is not the current one,
+      and is ready (deployable, bytes fetchable); a record production was rolled back from
+      only once it was released;
+    - production was put there by a rollback and is ready: nothing to do (applying twice is
+      safe);
+    - otherwise (production promoted, or held / retired / failing / unfetchable after a
+      rollback): the newest earlier production record that is ready and was never rolled back
+      from.
+    """
+    if not history:
+        return RollbackDecision(
+            RollbackAction.NO_CANDIDATE, None, why="nothing was ever production there"
+        )
+    current = history[-1].record_id
+    if to is not None:
+        if to == current:
+            return RollbackDecision(
+                RollbackAction.NO_CANDIDATE, current, why=f"{to} is production already"
+            )
+        if to not in {p.record_id for p in history}:
+            return RollbackDecision(
+                RollbackAction.NO_CANDIDATE,
+                current,
+                why=f"{to} was never production there (make it production with promote)",
+            )
+        if to in rolled_back_from(history) and state(to).state is not RecordStateKind.ACTIVE:
+            return RollbackDecision(
+                RollbackAction.NO_CANDIDATE,
+                current,
+                why=f"production was rolled back from {to}; release it first if it is good",
+            )
+        ready = readiness(to)
+        if not ready.ready:
+            return RollbackDecision(
+                RollbackAction.NO_CANDIDATE,
+                current,
+                rejected=((to, ready.why_not(), _hint(ready)),),
+                why=f"{to} cannot take production: {ready.why_not()}",
+            )
+        return RollbackDecision(RollbackAction.ROLLBACK, current, to)
+    if history[-1].action == "rollback" and readiness(current).ready:
+        return RollbackDecision(
+            RollbackAction.NOTHING_TO_DO,
+            current,
+            why=f"production is {current}, put there by a rollback, and it is deployable",
+        )
+    rejected: list[tuple[str, str, str | None]] = []
+    for record_id in rollback_candidates(history):
+        ready = readiness(record_id)
+        if ready.ready:
+            return RollbackDecision(RollbackAction.ROLLBACK, current, record_id, tuple(rejected))
+        rejected.append((record_id, ready.why_not(), _hint(ready)))
+    for record_id in sorted(rolled_back_from(history) - {current}):
+        rejected.append((record_id, "production was rolled back from it", None))
+    return RollbackDecision(
+        RollbackAction.NO_CANDIDATE, current, rejected=tuple(rejected), why="no candidate"
+    )
+
+
+def _hint(ready: Readiness) -> str | None:
+    if not ready.verdict.deployable:
+        return next((r.hint for r in ready.verdict.reasons if r.hint), None)
+    return f"modelreg locate {ready.verdict.record_id} --add file://HOST/DIR"
 
 
 def attribution_warning(current: Manifest, candidate: Manifest) -> str | None:

@@ -4,6 +4,7 @@ byte by byte."""
 from __future__ import annotations
 
 import struct
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -184,12 +185,32 @@ def synthetic_manifest(i: int, model_id: str = "rules/alpha", **updates: object)
     return Manifest.model_validate(manifest.model_dump() | updates) if updates else manifest
 
 
-def add_synthetic(registry: Any, i: int, model_id: str = "rules/alpha", **updates: object) -> str:
-    from pathlib import Path
+SYNTHETIC_BYTES = Path(tempfile.gettempdir()) / "modelreg-synthetic-bytes"
 
-    record, _ = registry.store.add(
-        synthetic_manifest(i, model_id, **updates), Path("/synthetic"), "tester"
-    )
+
+def add_synthetic(
+    registry: Any,
+    i: int,
+    model_id: str = "rules/alpha",
+    *,
+    fetchable: bool | None = None,
+    **updates: object,
+) -> str:
+    """Add a synthetic record; ``fetchable``: its one file exists (at its recorded size) in a
+    directory recorded as its ``file://`` location, as ``add`` of a real file would leave it
+    (a rollback candidate and the gate need a fetchable copy). By default only for the
+    synthetic file: a test that gives its own ``files`` locates them itself."""
+    from modelreg.locations import file_url
+
+    manifest = synthetic_manifest(i, model_id, **updates)
+    record, _ = registry.store.add(manifest, Path("/synthetic"), "tester")
+    if fetchable if fetchable is not None else "files" not in updates:
+        directory = SYNTHETIC_BYTES / record.id
+        directory.mkdir(parents=True, exist_ok=True)
+        for f in manifest.files:
+            (directory / f.path).parent.mkdir(parents=True, exist_ok=True)
+            (directory / f.path).write_bytes(b"\0" * (f.bytes or 0))
+        registry.store.add_locations(record, [file_url(directory)], "tester")
     return str(record.id)
 
 

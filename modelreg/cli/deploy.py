@@ -65,7 +65,13 @@ def _verify_text(report: VerifyOutput) -> None:
     if report.signed_by:
         out(f"signed by key {report.signed_by}")
     verdict = report.deployability
-    if verdict.deployable:
+    if report.exploratory:
+        say(
+            f"one-off run {'passed' if report.passed else 'FAILED'} (not counted: the suite is "
+            f"not the one in force); {report.record.record_id} on {report.target} is unchanged: "
+            + ("deployable" if verdict.deployable else "not deployable")
+        )
+    elif verdict.deployable:
         say(f"{report.record.record_id} is deployable on {report.target}")
     else:
         why = "; ".join(r.message for r in verdict.reasons)
@@ -189,6 +195,8 @@ def verify(
         emit(report)
     else:
         _verify_text(report)
+    if report.exploratory:  # a one-off answers for its own run only
+        return 0 if report.passed else 1
     return 0 if report.deployability.deployable else 1
 
 
@@ -211,35 +219,49 @@ def promote(
     return 0
 
 
-def _deployed_lines(label: str, unit: DeployedOut) -> None:
+def _bytes_line(unit: DeployedOut) -> str:
+    if unit.fetch_from:
+        return f"  bytes     {unit.fetch_from}"
+    return f"  bytes     NO FETCHABLE COPY ({unit.unfetchable})"
+
+
+def _deployed_line(label: str, unit: DeployedOut) -> None:
     record = unit.record
-    out(f"{label:<11} {record.record_id}  (source {record.source or 'unknown'})")
-    verdict = unit.deployability
-    out(f"  now       {deployability_text(verdict)}")
-    if verdict.verified_at:
-        out(f"  verified  {verdict.verified_at:%Y-%m-%d %H:%M:%S} UTC on {unit.verified_on_host}")
-    if unit.runtime:
-        out("  runtime   " + ", ".join(f"{k} {v}" for k, v in sorted(unit.runtime.items())))
-    if unit.unit:
-        out("  unit      " + unit_text(unit.unit))
-    if unit.answered:
-        out(f"  answered  {unit.answered}")
-    out(f"  location  {record.location}")
-    for f in record.files:
-        out(f"  file      {f.path}  sha256:{f.sha256}")
-    for url in unit.locations:
-        out(f"  fetch     {url}")
+    out(f"{label:<11} {record.record_id}  {deployability_text(unit.deployability)}")
 
 
-def _rollback_text(plan: RollbackOutput) -> None:
-    if plan.production:
-        _deployed_lines("production", plan.production)
-    if plan.candidate:
-        _deployed_lines("rollback to", plan.candidate)
-    if plan.rolled_back_from:
-        _deployed_lines("rolled back from", plan.rolled_back_from)
-    for rejected in plan.rejected:
-        out(f"not a candidate: {rejected.record_id} — {rejected.why}")
+def _rollback_text(plan: RollbackOutput, command: str) -> None:
+    """At most ~10 lines: production now, the candidate and why, what is held, where its
+    bytes are, the runtime in one line, the command (the whole of it: --json)."""
+    if plan.applied is not None and plan.production is not None:
+        _deployed_line("production", plan.production)
+        out(_bytes_line(plan.production))
+        out(f"  runtime   {plan.production.runtime_summary}")
+        if plan.rolled_back_from is not None:
+            _deployed_line("held", plan.rolled_back_from)
+        return
+    if plan.production is not None:
+        _deployed_line("production", plan.production)
+    if plan.decision == "nothing_to_do" or plan.candidate is None:
+        return
+    candidate = plan.candidate
+    out(
+        f"candidate   {candidate.record.record_id}  deployable — the newest earlier production "
+        "record that is deployable now and has a fetchable copy"
+        if not plan.rejected
+        else f"candidate   {candidate.record.record_id}  deployable — the newest earlier "
+        f"production record that can take production ({len(plan.rejected)} passed over)"
+    )
+    out(_bytes_line(candidate))
+    out(f"  runtime   {candidate.runtime_summary}")
+    if plan.production is not None:
+        out(f"will hold   {plan.production.record.record_id} (production now)")
+    for rejected in plan.rejected[:2]:
+        why = rejected.why if len(rejected.why) <= 100 else rejected.why[:97] + "..."
+        out(f"passed over {rejected.record_id}  {why}")
+    if len(plan.rejected) > 2:
+        out(f"passed over {len(plan.rejected) - 2} more (--json lists them)")
+    out(f"to apply:   {command}")
 
 
 @app.command()
@@ -248,6 +270,14 @@ def rollback(
     model: ModelArg,
     target: TargetOption,
     apply: Annotated[bool, typer.Option("--apply", help="Make the candidate production.")] = False,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="Roll back to this record (it was production here before and is deployable "
+            "now) instead of the newest candidate.",
+        ),
+    ] = None,
     why: WhyOption = None,
     json_out: JsonOption = False,
 ) -> int:
@@ -256,14 +286,17 @@ def rollback(
     if apply and (why is None or not why.strip()):
         raise InvalidInput("rollback --apply needs --why", "say why, e.g. --why 'incident 42'")
     api = registry(ctx)
-    plan = api.rollback(model, target, why=why or "") if apply else api.rollback_plan(model, target)
+    plan = (
+        api.rollback(model, target, why=why or "", to=to)
+        if apply
+        else api.rollback_plan(model, target, to=to)
+    )
     if json_out:
         emit(plan)
         return 0
-    _rollback_text(plan)
+    command = f"modelreg rollback {model} --target {target}" + (f" --to {to}" if to else "")
+    _rollback_text(plan, f"{command} --apply --why '...'")
     say(plan.message)
-    if not apply and plan.candidate is not None:
-        say(f"to apply: modelreg rollback {model} --target {target} --apply --why '...'")
     return 0
 
 
@@ -282,17 +315,25 @@ def status(
             "record on TARGET and that record is deployable there now.",
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Exit 1 when any listed production record is not deployable now or has no "
+            "fetchable copy.",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> int:
     """What runs where: model × target → production record, files, deployable now / stale /
-    held, promoted when, by whom, why."""
+    held, where its bytes can be fetched, promoted when, by whom, why."""
     if model is None and target is None and expect_sha256 is None:
         # An empty registry is answered from SQLite directly: no ORM to import for "nothing".
         from modelreg import config
         from modelreg.registry.quick import nothing_in_production
 
         if nothing_in_production(config.database_url(ctx.obj.get("db") if ctx.obj else None)):
-            return _status_report(_empty_status(), json_out)
+            return _status_report(_empty_status(), json_out, check)
     api = registry(ctx)
     if expect_sha256 is not None:
         if model is None or target is None:
@@ -313,7 +354,7 @@ def status(
                 if r.hint:
                     say(f"  fix: {r.hint}")
         return 0 if gate.passed else 1
-    return _status_report(api.status(model, target), json_out)
+    return _status_report(api.status(model, target), json_out, check)
 
 
 def _empty_status() -> StatusOutput:
@@ -322,10 +363,12 @@ def _empty_status() -> StatusOutput:
     return StatusOutput(entries=[])
 
 
-def _status_report(report: StatusOutput, json_out: bool) -> int:
+def _status_report(report: StatusOutput, json_out: bool, check: bool = False) -> int:
+    bad = [e for e in report.entries if not (e.deployability.deployable and e.fetch_from)]
+    code = 1 if check and bad else 0
     if json_out:
         emit(report)
-        return 0
+        return code
     if not report.entries:
         say(
             "nothing is production anywhere yet — promote a verified record with: "
@@ -353,13 +396,22 @@ def _status_report(report: StatusOutput, json_out: bool) -> int:
             out(f"{e.record.record_id}  {f.path}  sha256:{f.sha256}  at {e.record.location}")
         if e.unit:
             out(f"{e.record.record_id}  on {e.target}: unit {unit_text(e.unit)}")
+        if e.fetch_from:
+            out(f"{e.record.record_id}  fetch from {e.fetch_from}")
+        else:
+            out(
+                f"{e.record.record_id}  NO FETCHABLE COPY ({e.unfetchable}) — fix: modelreg "
+                f"locate {e.record.record_id} --add file://HOST/DIR"
+            )
         if not e.deployability.deployable:
             for r in e.deployability.reasons:
                 out(
                     f"{e.record.record_id}  on {e.target}: {r.message}"
                     + (f" — fix: {r.hint}" if r.hint else "")
                 )
-    return 0
+    if check and bad:
+        say(f"check FAILED: {len(bad)} of {len(report.entries)} production records cannot ship now")
+    return code
 
 
 @app.command()

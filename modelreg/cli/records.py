@@ -331,8 +331,19 @@ def state_text(record: RecordOut) -> str:
 
 
 @app.command()
-def show(ctx: typer.Context, record_ref: RecordArg, json_out: JsonOption = False) -> int:
+def show(
+    ctx: typer.Context,
+    record_ref: RecordArg,
+    runtime: Annotated[
+        bool,
+        typer.Option(
+            "--runtime", help="Also print each run's whole runtime fingerprint, one per line."
+        ),
+    ] = False,
+    json_out: JsonOption = False,
+) -> int:
     """One record: manifest, state, where it is production, deployability, evidence."""
+    from modelreg.fingerprint import summary
     from modelreg.schemas.manifest import Manifest
 
     shown = registry(ctx).show(record_ref)
@@ -375,6 +386,12 @@ def show(ctx: typer.Context, record_ref: RecordArg, json_out: JsonOption = False
             for c in run.checks
         ]
         print(table(rows, ["when", "target", "check", "outcome", "class", "summary"]))
+        for run in shown.runs:
+            kind = "one-off run (not counted)" if run.exploratory else f"{run.origin} run"
+            out(f"{kind} {run.run_id} on {run.target}: {summary(run.fingerprint)}")
+            if runtime:
+                for key, value in sorted(run.fingerprint.items()):
+                    out(f"  {key}  {value}")
         from modelreg.schemas.verification import generations
 
         failing = [

@@ -122,8 +122,12 @@ def render_card(manifest: Manifest, record_id: str, verified: list[VerifiedOn]) 
         lines.append("Not verified on any target yet.")
     else:
         lines += ["| target | verified | host | runtime |", "|---|---|---|---|"]
+        from modelreg.fingerprint import summary
+
         for v in verified:
-            runtime = ", ".join(f"{md(k)} {md(val)}" for k, val in sorted(v.runtime.items()))
+            # One line, no local paths: the full fingerprint (library paths on the verifying
+            # host) stays in the registry (`modelreg show --runtime`).
+            runtime = md(summary(v.runtime))
             lines.append(
                 f"| {md(v.target)} | {v.at:%Y-%m-%d %H:%M} UTC | {md(v.host)} | {runtime} |"
             )

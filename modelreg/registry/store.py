@@ -389,15 +389,16 @@ def _target_specs_statement() -> Any:
 @cache
 def _run_heads_statement() -> Any:
     """Per (record, target) of ``ids`` × ``targets``: the verification ids of its newest local
-    run, newest signed run and newest run of any origin (so that "only imported runs" can be
+    run, newest signed run and newest run of any origin, none of them a one-off (exploratory)
+    run (so that "only imported runs" can be
     said rather than "never verified") — the runs that may decide its deployability, found
     in one grouped pass over the pairs' rows (three maxima, not a UNION of three passes)."""
     v, r = VerificationRow, RunRow
     return (
         sa_select(
-            func.max(case((col(r.origin) == "local", col(v.id)))),
-            func.max(case((col(r.envelope_json).is_not(None), col(v.id)))),
-            func.max(col(v.id)),
+            func.max(case(((col(r.origin) == "local") & ~col(r.exploratory), col(v.id)))),
+            func.max(case((col(r.envelope_json).is_not(None) & ~col(r.exploratory), col(v.id)))),
+            func.max(case((~col(r.exploratory), col(v.id)))),
         )
         .join(r, col(r.run_id) == col(v.run_id))
         .where(
@@ -427,6 +428,7 @@ def _run_checks_statement() -> Any:
             col(v.fingerprint_json),
             col(r.origin),
             col(r.envelope_json),
+            col(r.exploratory),
         )
         .join(r, col(r.run_id) == col(v.run_id))
         .where(col(v.run_id).in_(runs))
@@ -471,7 +473,7 @@ def _latest_runs_on(
         }
         rows = _run_check_rows(session, sorted(heads))
         checks: dict[str, list[CheckVerdict]] = {}
-        meta: dict[str, tuple[str, str, str, str | None]] = {}
+        meta: dict[str, tuple[str, str, str, str | None, bool]] = {}
         fingerprints: dict[str, dict[str, str]] = {}
         for (
             record_id,
@@ -485,20 +487,22 @@ def _latest_runs_on(
             fp,
             origin,
             envelope,
+            exploratory,
         ) in rows:
             if run_id not in fingerprints:
                 fingerprints[run_id] = json.loads(fp or "{}")
-                meta[run_id] = (record_id, target, origin, envelope)
+                meta[run_id] = (record_id, target, origin, envelope, bool(exploratory))
             checks.setdefault(run_id, []).append(
                 CheckVerdict(check, required, outcome, cls, aware(at), run_id, fingerprints[run_id])
             )
-        for run_id, (record_id, target, origin, envelope) in meta.items():
+        for run_id, (record_id, target, origin, envelope, exploratory) in meta.items():
             found.setdefault((record_id, target), []).append(
                 StoredRun(
                     run_id,
                     tuple(checks[run_id]),
                     origin,
                     json.loads(envelope) if envelope else None,
+                    exploratory,
                 )
             )
     return found
@@ -754,6 +758,18 @@ class Locked:
     def production(self, target: str) -> Promotion | None:
         return _production(self.session, self.model_id, target)
 
+    def target_specs(self) -> list[StoredTarget]:
+        return _target_specs(self.session)
+
+    def model_suites(self) -> dict[str, ModelSuiteRow]:
+        return _model_suites(self.session)
+
+    def locations(self, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
+        return _locations(self.session, record_ids)
+
+    def files(self, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
+        return _files(self.session, record_ids)
+
     def productions(self) -> list[Promotion]:
         return _productions(self.session, self.model_id, None)
 
@@ -822,8 +838,10 @@ class Locked:
         origin_detail: str | None = None,
         envelope: dict[str, Any] | None = None,
         signer_key_id: str | None = None,
+        exploratory: bool = False,
     ) -> str:
-        """Store a run: its checks (with evidence and fingerprint) and where it came from."""
+        """Store a run: its checks (with evidence and fingerprint), where it came from, and
+        whether it was a one-off (``exploratory``: never decides a verdict)."""
         run_id = run_id or new_run_id()
         fingerprint_json = json.dumps(fingerprint, sort_keys=True)
         self.session.add(
@@ -836,6 +854,7 @@ class Locked:
                 envelope_json=json.dumps(envelope, sort_keys=True) if envelope else None,
                 signer_key_id=signer_key_id,
                 created_at=utcnow(),
+                exploratory=exploratory,
             )
         )
         for r in results:
@@ -1121,6 +1140,17 @@ class Store:
                 .limit(1)
             ).first()
             return [] if last is None else _run_checks(session, last)
+
+    def exploratory_runs(self, record_id: str) -> list[str]:
+        """The ids of the record's one-off runs (shown, never counted)."""
+        with self._session() as session:
+            return list(
+                session.exec(
+                    select(RunRow.run_id).where(
+                        RunRow.record_id == record_id, col(RunRow.exploratory)
+                    )
+                ).all()
+            )
 
     def run_checks(self, run_id: str) -> list[Verification]:
         """Every check of one run, with evidence, in the order they ran."""

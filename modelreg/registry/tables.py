@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import BigInteger, Column, DateTime, Index, Text
+from sqlalchemy import BigInteger, Boolean, Column, DateTime, Index, Text, false
 from sqlmodel import Field, SQLModel
 
 
@@ -155,6 +155,11 @@ class RunRow(SQLModel, table=True):
     envelope_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     signer_key_id: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    # A one-off run (``verify --suite S``, S not the suite in force; migration 0007): kept and
+    # shown, never the run that decides a verdict.
+    exploratory: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
 
 
 class ArtifactSignatureRow(SQLModel, table=True):

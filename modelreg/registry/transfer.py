@@ -69,6 +69,7 @@ _TABLES: dict[str, tuple[type[SQLModel], tuple[str, ...]]] = {
             "envelope_json",
             "signer_key_id",
             "created_at",
+            "exploratory",
         ),
     ),
     "signature": (
@@ -408,7 +409,8 @@ def _table_row(kind: str, item: dict[str, Any], where: str) -> Any:
     unknown = set(item) - set(fields) - {"type"}
     if unknown:
         raise InvalidInput(f"{where}: unknown fields {sorted(unknown)} for {kind}")
-    values = {f: item.get(f) for f in fields}
+    # A field an older export does not have takes the table's default.
+    values = {f: item.get(f) for f in fields if f in item or f not in _DEFAULTED}
     for key in _TIME_FIELDS:
         if key in values:
             values[key] = _parse_time(values[key], where)
@@ -418,6 +420,7 @@ def _table_row(kind: str, item: dict[str, Any], where: str) -> Any:
         raise InvalidInput(f"{where}: {kind}: {first_error(exc)}") from None
 
 
+_DEFAULTED = {"exploratory"}  # added after format 3 was written: absent in older files
 _OUTCOMES = {"pass", "fail", "unavailable", "skipped"}
 _STATES = {"held", "retired"}
 _ACTIONS = {"promote", "rollback"}

@@ -79,14 +79,23 @@ class DeployabilityOut(_Out):
     verified_at: datetime | None = None
 
     @property
-    def now(self) -> Literal["deployable", "stale", "held", "failing"]:
+    def now(self) -> Literal["deployable", "stale", "held", "failing", "uncounted", "unverified"]:
         """In one word, for tables and the dashboard: deployable; stale (only the evidence is
-        out of date); held (held, retired or facts unknown); failing (anything else)."""
+        out of date); held (held, retired or facts unknown); uncounted (runs exist, none of
+        them counts here: imported or uploaded without a trusted signature); unverified (no
+        run); failing (a check that counts failed or could not run)."""
         if self.deployable:
             return "deployable"
         if self.held:
             return "held"
-        return "stale" if self.stale else "failing"
+        if self.stale:
+            return "stale"
+        codes = {r.code for r in self.reasons}
+        if codes and codes <= {"untrusted_evidence"}:
+            return "uncounted"
+        if codes and codes <= {"never_verified", "untrusted_evidence"}:
+            return "unverified"
+        return "failing"
 
 
 class PromotionOut(_Out):
@@ -114,6 +123,11 @@ class RunOut(_Out):
         "elsewhere (counts only when signed by a key the target trusts).",
     )
     origin_detail: str | None = None
+    exploratory: bool = Field(
+        default=False,
+        description="A one-off run (verify --suite with a suite not in force): shown, never "
+        "counted.",
+    )
 
 
 class ErrorBody(_Out):
@@ -181,6 +195,11 @@ class VerifyOutput(Output):
     deployability: DeployabilityOut
     checks: list[CheckResult]
     signed_by: str | None = Field(default=None, description="Key id that signed this run.")
+    exploratory: bool = Field(
+        default=False,
+        description="A one-off run: recorded and shown, it changes no verdict (deployability "
+        "is what it was before).",
+    )
 
 
 class VerifyStaleOutput(Output):
@@ -202,11 +221,26 @@ class DeployedOut(_Out):
     record: RecordOut
     deployability: DeployabilityOut
     verified_on_host: str | None
-    runtime: dict[str, str] = Field(description="The runtime fingerprint of its latest run.")
+    runtime: dict[str, str] = Field(
+        description="The runtime fingerprint of the run that decides its verdict."
+    )
+    runtime_summary: str = Field(
+        default="",
+        description="That runtime in one line: packages, llama.cpp build, how many libraries, "
+        "whether it changed since the run.",
+    )
     answered: list[str] = Field(description="Outputs of its latest generation check.")
     unit: dict[str, str] = Field(default_factory=dict, description=UNIT_DESCRIPTION)
     locations: list[str] = Field(
         default_factory=list, description="Where its bytes can be fetched (modelreg fetch)."
+    )
+    fetch_from: str | None = Field(
+        default=None,
+        description="The first location that holds every file at its recorded size (None: "
+        "no fetchable copy — it cannot be a rollback candidate or pass the gate).",
+    )
+    unfetchable: str | None = Field(
+        default=None, description="Why no location holds the files, when none does."
     )
 
 
@@ -223,6 +257,11 @@ class RollbackOutput(Output):
     candidate: DeployedOut | None = Field(description="What --apply would make production.")
     rolled_back_from: DeployedOut | None = Field(
         default=None, description="With --apply: the record production left (now held)."
+    )
+    decision: Literal["rollback", "nothing_to_do"] = Field(
+        default="rollback",
+        description="rollback: the candidate takes production (with --apply: it did); "
+        "nothing_to_do: production already is a rollback's outcome and deployable.",
     )
     applied: PromotionOut | None = None
     held: str | None = Field(default=None, description="The record rolled back from, now held.")
@@ -252,6 +291,14 @@ class StatusEntry(_Out):
     unit: dict[str, str] = Field(default_factory=dict, description=UNIT_DESCRIPTION)
     locations: list[str] = Field(
         default_factory=list, description="Where the production record's bytes can be fetched."
+    )
+    fetch_from: str | None = Field(
+        default=None,
+        description="The first location that holds every file at its recorded size (None: no "
+        "fetchable copy; the gate fails).",
+    )
+    unfetchable: str | None = Field(
+        default=None, description="Why no location holds the files, when none does."
     )
 
 
@@ -538,7 +585,7 @@ class MatrixCell(_Out):
     model_id: str
     target: str
     record_id: str
-    now: Literal["deployable", "stale", "held", "failing"]
+    now: Literal["deployable", "stale", "held", "failing", "uncounted", "unverified"]
     reasons: list[ReasonOut]
     since: datetime
     actor: str

@@ -184,6 +184,9 @@ class RollbackInput(_In):
     model: str = Field(min_length=1, max_length=200)
     target: str = Field(min_length=1, max_length=100)
     why: str = Field(min_length=1, max_length=10_000)
+    to: str | None = Field(
+        default=None, min_length=1, max_length=32, description="Roll back to this record."
+    )
 
 
 class AddManifestInput(_In):
@@ -592,16 +595,16 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         return json_response(registry.targets())
 
     @app.get(f"{API}/rollback-plan", response_model=RollbackOutput, responses=errors, tags=["read"])
-    def rollback_plan(_: Reader, model: Text, target: Text) -> Response:
+    def rollback_plan(_: Reader, model: Text, target: Text, to: OptionalText = None) -> Response:
         """The production record and the rollback candidate, with their locations (409 when
-        there is no candidate)."""
-        return json_response(registry.rollback_plan(model, target))
+        there is no candidate); ``to``: the plan for rolling back to that record."""
+        return json_response(registry.rollback_plan(model, target, to=to))
 
     @app.post(f"{API}/rollback", response_model=RollbackOutput, responses=errors, tags=["write"])
     def rollback(who: Releaser, body: RollbackInput) -> Response:
         """Apply the rollback plan (a second call changes nothing). Role: releaser."""
         return json_response(
-            registry.rollback(body.model, body.target, why=body.why, actor=who.actor)
+            registry.rollback(body.model, body.target, why=body.why, to=body.to, actor=who.actor)
         )
 
 

@@ -48,7 +48,7 @@ def matrix(page: MatrixOutput) -> Matrix:
             columns.append(Column(cell.target, "no longer defined", False))
             known.add(cell.target)
     cells = {(c.model_id, c.target): c for c in page.cells}
-    counts = {"deployable": 0, "stale": 0, "held": 0, "failing": 0}
+    counts = {"deployable": 0, "stale": 0, "held": 0, "failing": 0, "uncounted": 0, "unverified": 0}
     for c in page.cells:
         counts[c.now] += 1
     rows = [(m, [cells.get((m, col.name)) for col in columns]) for m in page.models]
@@ -208,12 +208,8 @@ def fit_bars(fit: FitOutput) -> list[StackedBar]:
 
 
 def runtime_summary(fingerprint: dict[str, str]) -> str:
-    """A run's fingerprint in one readable line: every entry but the mapped libraries, which
-    are counted (their digests are in ``show --json`` and the signed statement)."""
-    from modelreg.fingerprint import LIB_PREFIX
+    """A run's fingerprint in one readable line (``fingerprint.summary``: the mapped libraries
+    are counted; their digests are in ``show --json`` and the signed statement)."""
+    from modelreg.fingerprint import summary
 
-    shown = [f"{k} {v}" for k, v in sorted(fingerprint.items()) if not k.startswith(LIB_PREFIX)]
-    libraries = sum(k.startswith(LIB_PREFIX) for k in fingerprint)
-    if libraries:
-        shown.append(f"{libraries} mapped libraries by digest")
-    return ", ".join(shown) or "not recorded"
+    return summary(fingerprint)

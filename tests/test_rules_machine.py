@@ -1,0 +1,421 @@
+"""A model-based test of the rules (``../shared/design/invariants.md``): a Hypothesis state
+machine over the public Python API, on SQLite, with synthetic check results and no runtime.
+
+Each history interleaves adds, verify passes / failures / unavailable checks, one-off suite
+runs, suite attach / detach, target redefinition, runtime changes that matter (a rebuilt
+``libggml-cpu.so``) and that do not (markupsafe's ``_speedups.so``), promote, hold, release,
+retire, rollback plan / apply / ``--to``, unsigned imported runs, and a record's only copy
+vanishing and coming back. After every step the invariants are checked against what the API
+says. verify's checks are synthetic; everything after them — fingerprint, the one-off rule,
+the locked write, every decision — is verify's own code (``Registry._record_results``).
+
+The fast tier runs the ``ci`` profile (bounded); ``HYPOTHESIS_PROFILE=long`` runs longer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+)
+
+import modelreg
+from modelreg import host
+from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
+from modelreg.fingerprint import inference_view, runtime_fingerprint
+from modelreg.schemas.verification import CheckResult, Outcome
+from tests.helpers import SYNTHETIC_BYTES, add_synthetic
+
+settings.register_profile(
+    "ci",
+    max_examples=12,
+    stateful_step_count=25,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=list(HealthCheck),
+)
+settings.register_profile(
+    "debug",
+    max_examples=20,
+    stateful_step_count=25,
+    deadline=None,
+    report_multiple_bugs=False,
+    phases=[Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+settings.register_profile(
+    "long",
+    max_examples=300,
+    stateful_step_count=60,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+
+MODEL = "rules/machine"
+TARGET = "lab"
+CHECKS = ("digest", "host-compat", "gguf-cpu-smoke")
+SUITE = """schema_version: 1
+name: {name}
+thresholds: {{min_pass_rate: 1.0}}
+cases:
+  - id: capital
+    prompt: What is the capital of France?
+    expect: {{mode: contains, value: {answer}}}
+"""
+
+
+def _results(outcome: str, libraries: list[str]) -> list[CheckResult]:
+    now = datetime.now(UTC)
+    results = []
+    for i, check in enumerate(CHECKS):
+        # The smoke check carries what the runtime child mapped, as the real one does.
+        evidence = {"mapped_libraries": libraries} if check == "gguf-cpu-smoke" else {}
+        results.append(
+            CheckResult(
+                check=check,
+                required=True,
+                outcome=Outcome(outcome if i == len(CHECKS) - 1 else "pass"),
+                summary=f"synthetic {outcome}",
+                evidence=evidence,
+                started_at=now,
+                finished_at=now,
+            )
+        )
+    return results
+
+
+class RegistryMachine(RuleBasedStateMachine):
+    records = Bundle("records")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="modelreg-machine-"))
+        self.old_home = os.environ.get("MODELREG_HOME")
+        os.environ["MODELREG_HOME"] = str(self.dir / "home")
+        self.registry = modelreg.open(f"sqlite:///{self.dir / 'registry.db'}")
+        self.memory = 16
+        self._define_target()
+        self.ggml = self.dir / "lib" / "libggml-cpu.so"
+        self.speedups = self.dir / "lib" / "_speedups.cpython-311-x86_64-linux-gnu.so"
+        self.ggml.parent.mkdir()
+        self.ggml.write_bytes(b"ggml build 1")
+        self.speedups.write_bytes(b"markupsafe")
+        self.attached = self.dir / "attached.yaml"
+        self.attached.write_text(SUITE.format(name="attached", answer="Paris"))
+        self.one_off = self.dir / "one-off.yaml"
+        self.one_off.write_text(SUITE.format(name="exploration", answer="Lyon"))
+        self.next_id = 0
+        self.added: list[str] = []
+
+    def teardown(self) -> None:
+        self.registry.store.engine.dispose()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        for record_id in self.added:
+            shutil.rmtree(SYNTHETIC_BYTES / record_id, ignore_errors=True)
+        if self.old_home is None:
+            os.environ.pop("MODELREG_HOME", None)
+        else:
+            os.environ["MODELREG_HOME"] = self.old_home
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _define_target(self) -> None:
+        spec = self.dir / "targets.yaml"
+        spec.write_text(
+            f"targets:\n  {TARGET}:\n    kind: cpu\n    hosts: ['{host.hostname()}']\n"
+            f"    memory_gib: {self.memory}\n"
+        )
+        self.registry.define_targets(spec, actor="machine")
+
+    def verdicts(self) -> dict[str, str]:
+        return {
+            r: self.registry.deployability(r, TARGET).summary
+            for r in self.added
+            if self.registry.store.verified_targets(r)
+        }
+
+    def production(self) -> str | None:
+        entries = self.registry.status(MODEL, TARGET).entries if self.added else []
+        return entries[0].record.record_id if entries else None
+
+    def verify(self, record_id: str, outcome: str, suite: Path | None = None) -> Any:
+        record = self.registry.get(record_id)
+        target = self.registry.target(TARGET)
+        plan = self.registry._verify_plan(record, target, None, suite, None, None)
+        results = _results(outcome, [str(self.ggml), str(self.speedups)])
+        return self.registry._record_results(record, target, results, plan, "machine")
+
+    # -- steps -------------------------------------------------------------------------------
+
+    @precondition(lambda self: len(self.added) < 5)
+    @rule(target=records)
+    def add(self) -> Any:
+        self.next_id += 1
+        record_id = add_synthetic(self.registry, self.next_id, MODEL)
+        self.added.append(record_id)
+        return record_id
+
+    @rule(record=records, outcome=st.sampled_from(["pass", "pass", "fail", "unavailable"]))
+    def verify_run(self, record: str, outcome: str) -> None:
+        out = self.verify(record, outcome)
+        assert not out.exploratory
+        if outcome != "pass":
+            assert not out.deployability.deployable
+
+    @rule(record=records, outcome=st.sampled_from(["pass", "fail"]))
+    def one_off_run(self, record: str, outcome: str) -> None:
+        """Invariant 5: a one-off run changes no verdict and no gate."""
+        before, production = self.verdicts(), self.production()
+        gate = self._gates()
+        out = self.verify(record, outcome, suite=self.one_off)
+        assert out.exploratory
+        after = self.verdicts()
+        assert {r: after[r] for r in before} == before
+        assert self.production() == production and self._gates() == gate
+
+    @precondition(lambda self: bool(self.added))
+    @rule()
+    def attach_suite(self) -> None:
+        self.registry.attach_suite(MODEL, self.attached, actor="machine")
+
+    @precondition(lambda self: bool(self.added))
+    @rule()
+    def detach_suite(self) -> None:
+        self.registry.detach_suite(MODEL, actor="machine")
+
+    @rule(memory=st.sampled_from([16, 32]))
+    def redefine_target(self, memory: int) -> None:
+        self.memory = memory
+        self._define_target()
+
+    @rule()
+    def rebuild_ggml(self) -> None:
+        """Invariant 6, the cause side: a rebuilt inference library expires what ran on it."""
+        before = {r: self.registry.deployability(r, TARGET) for r in self.added}
+        self.ggml.write_bytes(self.ggml.read_bytes() + b"+")
+        for record_id, verdict in before.items():
+            if verdict.deployable:
+                now = self.registry.deployability(record_id, TARGET)
+                assert not now.deployable and now.stale, now.summary
+
+    @rule()
+    def touch_unrelated_extension(self) -> None:
+        """Invariant 6, the other side: an unrelated extension module expires nothing."""
+        before = self.verdicts()
+        self.speedups.write_bytes(self.speedups.read_bytes() + b"+")
+        assert self.verdicts() == before
+
+    @rule(record=records)
+    def promote(self, record: str) -> None:
+        verdict = self.registry.deployability(record, TARGET)
+        try:
+            self.registry.promote(record, TARGET, why="machine", actor="machine")
+        except NotDeployable:
+            assert not verdict.deployable
+        else:
+            # Invariant 2: a promote never makes a held or retired record production.
+            assert verdict.deployable
+            assert self.production() == record
+            assert self.registry.store.state(record).state.value == "active"
+
+    @rule(record=records)
+    def hold(self, record: str) -> None:
+        production = self.production()
+        try:
+            self.registry.hold(record, "machine", actor="machine")
+        except InvalidInput:
+            assert self.registry.store.state(record).state.value == "retired"
+        assert self.production() == production  # a hold never moves the pointer
+
+    @rule(record=records)
+    def release(self, record: str) -> None:
+        try:
+            self.registry.release(record, "machine", actor="machine")
+        except InvalidInput:
+            assert self.registry.store.state(record).state.value != "held"
+
+    @rule(record=records)
+    def retire(self, record: str) -> None:
+        try:
+            self.registry.retire(record, "machine", actor="machine")
+        except InvalidInput:
+            assert self.registry.store.state(record).state.value == "retired"
+
+    @rule(twice=st.booleans())
+    def rollback(self, twice: bool) -> None:
+        """Invariant 1: the plan's decision is what the apply does; applying again changes
+        nothing while production is the outcome and deployable."""
+        self._plan_then_apply(None, twice)
+
+    @rule(record=records)
+    def rollback_to(self, record: str) -> None:
+        self._plan_then_apply(record, False)
+
+    @rule(record=records)
+    def import_unsigned_run(self, record: str) -> None:
+        """Invariant 5 again: a run that does not count changes nothing and never reads as
+        failing."""
+        before = self.verdicts()
+        the_record = self.registry.get(record)
+        fingerprint = runtime_fingerprint(self.registry.target(TARGET), "llama.cpp")
+        with self.registry.store.locked(MODEL) as tx:
+            tx.save_run(
+                the_record,
+                TARGET,
+                _results("fail", []),
+                "elsewhere",
+                fingerprint,
+                origin="imported",
+                origin_detail="imported by the machine",
+            )
+        after = self.verdicts()
+        assert {r: after[r] for r in before} == before
+        verdict = self.registry.deployability(record, TARGET)
+        if record not in before:
+            assert "not counted (imported, unsigned)" in verdict.summary
+
+    @rule(record=records)
+    def lose_copy(self, record: str) -> None:
+        shutil.rmtree(SYNTHETIC_BYTES / record, ignore_errors=True)
+
+    @rule(record=records)
+    def restore_copy(self, record: str) -> None:
+        manifest = self.registry.get(record).manifest
+        directory = SYNTHETIC_BYTES / record
+        directory.mkdir(parents=True, exist_ok=True)
+        for f in manifest.files:
+            assert f.bytes is not None
+            (directory / f.path).write_bytes(b"\0" * f.bytes)
+
+    def _plan_then_apply(self, to: str | None, twice: bool) -> None:
+        if not self.added:
+            return
+        bad_to = False
+        try:
+            plan = self.registry.rollback_plan(MODEL, TARGET, to=to)
+        except NoRollbackCandidate:
+            plan = None
+        except InvalidInput:
+            plan, bad_to = None, True
+        production = self.production()
+        try:
+            applied = self.registry.rollback(MODEL, TARGET, why="machine", to=to, actor="machine")
+        except NoRollbackCandidate:
+            assert plan is None and not bad_to, "the plan named a rollback the apply refused"
+            assert self.production() == production
+            return
+        except InvalidInput:
+            assert bad_to and self.production() == production
+            return
+        assert plan is not None, "the apply rolled back where the plan found no candidate"
+        assert applied.decision == plan.decision
+        if plan.decision == "rollback":
+            assert plan.candidate is not None and applied.production is not None
+            assert applied.production.record.record_id == plan.candidate.record.record_id
+            assert self.production() == plan.candidate.record.record_id
+            # Invariant 2: a rollback never makes a held or retired record production.
+            assert applied.production.record.state.state == "active"
+            assert plan.production is not None
+            assert self.registry.store.state(plan.production.record.record_id).state.value in (
+                "held",
+                "retired",
+            )
+        else:
+            assert self.production() == production
+        if twice and to is None:
+            again = self.registry.rollback(MODEL, TARGET, why="machine", actor="machine")
+            assert again.decision == "nothing_to_do" and again.applied is None
+            assert self.production() == (applied.production or plan.production).record.record_id
+
+    def _gates(self) -> dict[str, bool]:
+        production = self.production()
+        if production is None:
+            return {}
+        files = self.registry.store.files([production])[production]
+        return {
+            f.sha256: self.registry.gate(MODEL, TARGET, f.sha256).passed for f in files
+        }
+
+    # -- invariants ---------------------------------------------------------------------------
+
+    @invariant()
+    def gate_is_status(self) -> None:
+        """Invariant 3: the gate passes for X iff status says production is deployable, X is
+        one of its files, and a recorded location has them."""
+        if not self.added:
+            return
+        status = self.registry.status(MODEL, TARGET)
+        for record_id in self.added[:2]:
+            sha = self.registry.store.files([record_id])[record_id][0].sha256
+            gate = self.registry.gate(MODEL, TARGET, sha)
+            expected = bool(
+                status.entries
+                and status.entries[0].record.record_id == record_id
+                and status.entries[0].deployability.deployable
+                and status.entries[0].fetch_from is not None
+            )
+            assert gate.passed == expected, (gate, status.entries)
+
+    @invariant()
+    def deployable_has_a_counting_run(self) -> None:
+        """Invariant 4: every "deployable" rests on a local, non-exploratory run that passed
+        every required check under the current fingerprint (runtime, target, suite)."""
+        target = self.registry.target(TARGET)
+        for record_id in self.added:
+            verdict = self.registry.deployability(record_id, TARGET)
+            if not verdict.deployable:
+                continue
+            assert verdict.run_id is not None
+            run = self.registry.store.run(verdict.run_id)
+            assert run is not None and run.origin == "local" and not run.exploratory
+            checks = self.registry.store.run_checks(verdict.run_id)
+            assert all(c.result.outcome in (Outcome.PASS, Outcome.SKIPPED) for c in checks)
+            in_force = self.attached_label()
+            current = runtime_fingerprint(
+                target,
+                "llama.cpp",
+                libraries=[str(self.ggml)],
+                suite=in_force,
+            )
+            assert inference_view(checks[0].fingerprint) == inference_view(current)
+
+    def attached_label(self) -> str | None:
+        from modelreg.api import suite_label
+
+        row = self.registry.store.model_suites().get(MODEL)
+        if row is None:
+            return None
+        from modelreg.schemas.suite import Suite
+
+        return suite_label(Suite.model_validate_json(row.suite_json))
+
+    @invariant()
+    def nothing_uncounted_reads_failing(self) -> None:
+        """Imported runs that do not count read "not counted", never "failing"."""
+        if not self.added:
+            return
+        for entry in self.registry.status(MODEL, TARGET).entries:
+            codes = {r.code for r in entry.deployability.reasons}
+            if codes == {"untrusted_evidence"}:
+                assert entry.deployability.now == "uncounted"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_rules_state_machine() -> None:
+    RegistryMachine.TestCase.settings = settings.get_profile(PROFILE)
+    RegistryMachine.TestCase().runTest()
+
