@@ -68,7 +68,7 @@ def test_a_second_incident_rolls_back_further_as_the_plan_says(registry: Any) ->
 
 
 def test_rollback_to_goes_further_back_in_one_audited_step(registry: Any) -> None:
-    a, b, c = _three_promoted(registry)
+    a, _b, c = _three_promoted(registry)
     plan = registry.rollback_plan(MODEL, "cpu", to=a)
     assert plan.candidate.record.record_id == a
     done = registry.rollback(MODEL, "cpu", why="both B and C are suspect", to=a)
@@ -80,7 +80,7 @@ def test_rollback_to_goes_further_back_in_one_audited_step(registry: Any) -> Non
 
 
 def test_rollback_to_bad_input_is_one_line_and_changes_nothing(registry: Any) -> None:
-    a, b, c = _three_promoted(registry)
+    a, _b, c = _three_promoted(registry)
     other = add_synthetic(registry, 9, "rules/other")
     registry.retire(a, "withdrawn")
     before = registry.store.events(MODEL)
@@ -96,7 +96,7 @@ def test_cli_rollback_to_bad_input_exits_2(cli: Any, tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'r.db'}"
     registry = modelreg.open(db)
     _a, _b, c = _three_promoted(registry)
-    code, out, err = cli(
+    code, _out, err = cli(
         "--db", db, "rollback", MODEL, "--target", "cpu", "--to", c, "--apply", "--why", "x"
     )
     assert code == 2 and len(err.strip().splitlines()) == 1 and "already production" in err
@@ -239,7 +239,7 @@ def _while_locked(registry: Any, change: Any, then: Any) -> Any:
     def run() -> None:
         try:
             result["value"] = then()
-        except Exception as exc:  # noqa: BLE001 - handed to the test
+        except Exception as exc:
             result["error"] = exc
 
     with registry.store.locked(MODEL) as tx:

@@ -254,6 +254,8 @@ def _rollback_text(plan: RollbackOutput, command: str) -> None:
     )
     out(_bytes_line(candidate))
     out(f"  runtime   {candidate.runtime_summary}")
+    if candidate.unit:
+        out("  unit      " + unit_text(candidate.unit))
     if plan.production is not None:
         out(f"will hold   {plan.production.record.record_id} (production now)")
     for rejected in plan.rejected[:2]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
 import modelreg
-from tests.helpers import add_synthetic, record_run
+from tests.helpers import SYNTHETIC_BYTES, add_synthetic, record_run
 
 EDGE = "targets:\n  edge-box:\n    cpu_flags: [avx, avx2]\n    memory_gib: 8\n"
 EDGE_V2 = "targets:\n  edge-box:\n    cpu_flags: [avx, avx2]\n    memory_gib: 16\n"
@@ -194,7 +195,13 @@ def test_the_rollback_plan_says_where_the_candidates_bytes_are(cli) -> None:
     registry.locate(r1, ["s3://models/alpha/v1"])
     code, out, _ = cli("rollback", "rules/alpha", "--target", "cpu")
     assert code == 0
-    candidate = out.split(f"rollback to {r1}", 1)[1]
-    assert "  fetch     s3://models/alpha/v1\n" in candidate
-    code, out, _ = cli("status", "rules/alpha", "--json")
-    assert json.loads(out)["entries"][0]["locations"] == []  # r2: added by a test, no path
+    candidate = out.split(f"candidate   {r1}", 1)[1]
+    # The copy that can be fetched from here (s3:// is recorded, not fetched yet).
+    assert "  bytes     file://" in candidate and r1 in candidate.splitlines()[1]
+    code, out, _ = cli("rollback", "rules/alpha", "--target", "cpu", "--json")
+    assert json.loads(out)["candidate"]["locations"][1:] == ["s3://models/alpha/v1"]
+    shutil.rmtree(SYNTHETIC_BYTES / r1)
+    code, _, err = cli("rollback", "rules/alpha", "--target", "cpu")
+    assert code == 1 and "no fetchable copy" in err and "s3:// fetching is not supported" in err
+    code, out, _ = cli("status", "rules/alpha")
+    assert f"{r2}  fetch from file://" in out

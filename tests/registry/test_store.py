@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -249,16 +250,55 @@ def test_unknown_host_is_exit_4(cli, monkeypatch: pytest.MonkeyPatch) -> None:
     assert code == 4 and "cannot be reached" in err
 
 
+def _old_run(engine: Any, record: str) -> None:
+    """A verify run as a 0005 database holds it (the ORM of today writes columns it lacks)."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert
+
+    from modelreg.registry.tables import EventRow, RunRow, VerificationRow
+
+    now = datetime.now(UTC)
+    run = {"run_id": "old-run", "record_id": record, "target": "cpu"}
+    with engine.begin() as c:
+        c.execute(insert(RunRow.__table__).values(**run, origin="local", created_at=now))
+        c.execute(
+            insert(VerificationRow.__table__).values(
+                **run,
+                check="digest",
+                required=True,
+                outcome="pass",
+                summary="old",
+                evidence_json="{}",
+                host="old-host",
+                started_at=now,
+                finished_at=now,
+                fingerprint_json='{"cpu flags": "x"}',
+            )
+        )
+        c.execute(
+            insert(EventRow.__table__).values(
+                at=now,
+                actor="old",
+                kind="verify",
+                model_id="rules/alpha",
+                record_id=record,
+                target="cpu",
+                detail_json='{"passed": true, "blocking": []}',
+            )
+        )
+
+
 def test_migration_0006_keeps_0005_data_and_adds_the_team_tables(
     db_url: str, tmp_path: Path
 ) -> None:
-    from tests.helpers import add_synthetic, record_run
+    from tests.helpers import add_synthetic
 
     engine = create_registry_engine(db_url)
     migrate(engine, "0005")
     old = modelreg.Registry(Store(engine), db_url)
-    record = add_synthetic(old, 1)
-    record_run(old, record, fingerprint={"cpu flags": "x"})
+    record = add_synthetic(old, 1, fetchable=False)  # a 0005 database: no locations table
+    _old_run(engine, record)
     stored = old.get(record)
     with old.store.locked("rules/alpha") as tx:
         tx.set_production(stored, "cpu", "promote", "old-admin", "v1")
@@ -279,6 +319,10 @@ def test_migration_0006_keeps_0005_data_and_adds_the_team_tables(
     secret = registry.create_token("ci", "verifier", actor="a").secret
     assert registry.authenticate(secret).role == "verifier"
     assert registry.targets().targets[-1].name == "edge"
+    # Migration 0007: a run from before is not a one-off; it is judged as it was.
+    (run,) = registry.show(record).runs
+    assert run.run_id == "old-run" and not run.exploratory
+    assert "stale" in registry.deployability(record, "cpu").summary
 
 
 def test_runs_read_in_slices_are_each_read_once(

@@ -20,11 +20,21 @@ import pytest
 
 import modelreg
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
-from tests.helpers import record_run, synthetic_manifest
+from tests.helpers import SYNTHETIC_BYTES, record_run, synthetic_manifest
 
 WORKERS, OPERATIONS = 8, 50
 MODELS = ("stress/alpha", "stress/beta")
 MANIFESTS = [synthetic_manifest(i, MODELS[i % 2]) for i in range(5)]
+
+
+def _copy_of(manifest: object) -> str:
+    from modelreg.locations import file_url
+
+    directory = SYNTHETIC_BYTES / f"stress-{manifest.record_id}"  # type: ignore[attr-defined]
+    directory.mkdir(parents=True, exist_ok=True)
+    for f in manifest.files:  # type: ignore[attr-defined]
+        (directory / f.path).write_bytes(b"\0" * f.bytes)
+    return file_url(directory)
 
 
 def _worker(url: str, seed: int) -> dict[str, int]:
@@ -35,7 +45,9 @@ def _worker(url: str, seed: int) -> dict[str, int]:
         op = rng.choice(["add", "add", "verify", "verify", "promote", "rollback", "release"])
         manifest = rng.choice(MANIFESTS)
         if op == "add":
-            _, created = registry.store.add(manifest, Path("/stress"), f"worker{seed}")
+            record, created = registry.store.add(manifest, Path("/stress"), f"worker{seed}")
+            if created:  # its one copy, as add leaves it (rollback needs a fetchable copy)
+                registry.store.add_locations(record, [_copy_of(manifest)], f"worker{seed}")
             done["created" if created else "already"] += 1
             continue
         if registry.store.find_by_identity(manifest.identity_digest()) is None:

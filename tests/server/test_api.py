@@ -71,7 +71,7 @@ def test_reads_return_the_models_json_prints(served: Served, client_of: Clients)
         assert response.json() == output.model_dump(mode="json"), path
     plan = reader.get(f"/api/v1/rollback-plan?model={MODEL}&target=cpu").json()
     assert plan["candidate"]["record"]["record_id"] == r1
-    assert plan["candidate"]["locations"] == ["s3://models-bucket/alpha/v1"]
+    assert plan["candidate"]["locations"][1:] == ["s3://models-bucket/alpha/v1"]
 
 
 def test_the_matrix_pages_through_models(served: Served, client_of: Clients) -> None:
@@ -492,7 +492,9 @@ def test_locations_are_validated_and_shown_with_production(
     )
     assert "carries credentials" in _error(leaked, 422, "invalid_input")["message"]
     plan = client_of("reader").get(f"/api/v1/rollback-plan?model={MODEL}&target=cpu").json()
-    assert plan["candidate"]["locations"] == ["hf://org/alpha@" + "b" * 40]
+    # The copy add_synthetic leaves (the one a rollback can fetch from), then the added one.
+    assert plan["candidate"]["locations"][1:] == ["hf://org/alpha@" + "b" * 40]
+    assert plan["candidate"]["fetch_from"] == plan["candidate"]["locations"][0]
 
 
 def test_accepted_connections_have_tcp_nodelay(served: Served, client_of: Clients) -> None:

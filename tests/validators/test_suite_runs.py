@@ -167,8 +167,10 @@ def test_agreement_thresholds_nobody_measured_are_not_met(smollm2: Path, tmp_pat
     agreement = next(r for r in report.checks if r.check == "reference-agreement")
     assert agreement.required and agreement.outcome is Outcome.UNAVAILABLE
     assert "--reference" in agreement.summary
+    # A suite given for one run is a one-off: its failure is its own, it decides nothing.
+    assert report.exploratory and not report.passed
     assert not report.deployability.deployable
-    assert ReasonCode.CHECK_UNAVAILABLE in {r.code for r in report.deployability.reasons}
+    assert ReasonCode.NEVER_VERIFIED in {r.code for r in report.deployability.reasons}
     # A suite without agreement thresholds asks for no reference.
     plain = suite.model_copy(
         update={
@@ -183,5 +185,5 @@ def test_agreement_thresholds_nobody_measured_are_not_met(smollm2: Path, tmp_pat
     assert "reference-agreement" not in {r.check for r in report.checks}
     # Its checks passed; the run names the suite it evaluated, which is not the one in force
     # (a one-off suite), so it counts for nothing here — also when passed through options.
-    assert report.passed
-    assert [r.code for r in report.deployability.reasons] == [ReasonCode.STALE_SUITE]
+    assert report.passed and report.exploratory
+    assert [r.code for r in report.deployability.reasons] == [ReasonCode.NEVER_VERIFIED]
