@@ -52,9 +52,11 @@ from modelreg.rules import (
 from modelreg.schemas.output import (
     AddOutput,
     AttestOutput,
+    BadValueOut,
     CardFinding,
     CardRenderOutput,
     CardValidateOutput,
+    DbCheckOutput,
     DeployabilityOut,
     DeployedOut,
     DiffOutput,
@@ -1963,6 +1965,22 @@ class Registry:
 
     # -- API tokens ----------------------------------------------------------------------
 
+    def db_check(self, *, quarantine: bool = False, actor: str | None = None) -> DbCheckOutput:
+        """Name every stored value that cannot be read back (a lone surrogate, JSON nested too
+        deep: rows from before the storage boundary); ``quarantine`` makes each readable."""
+        bad = self.store.check(quarantine=quarantine, actor=actor or config.actor())
+        out = [BadValueOut(table=b.table, key=b.key, column=b.column, why=b.why) for b in bad]
+        if not bad:
+            message = "every stored value can be read back"
+        elif quarantine:
+            message = f"{len(bad)} value(s) quarantined: made readable, each with an event"
+        else:
+            message = (
+                f"{len(bad)} stored value(s) cannot be read back as stored; make them readable "
+                "with: modelreg db check --quarantine"
+            )
+        return DbCheckOutput(bad=out, quarantined=quarantine and bool(bad), message=message)
+
     def create_token(self, name: str, role: str, *, actor: str | None = None) -> TokenCreateOutput:
         """A new bearer token for ``modelreg serve``. The secret is in this output only; the
         registry keeps its sha256."""
@@ -2026,23 +2044,35 @@ class Registry:
         target, outcomes, fingerprint, files, host, summaries, evidence); on a target that
         trusts verifier keys, an envelope no trusted key signed. Unsigned uploads are kept as
         history, never a pass."""
+        from datetime import UTC, datetime
+
         from sqlalchemy.exc import IntegrityError as RowConflict
 
         from modelreg.registry.store import new_run_id
         from modelreg.signing import (
+            SKEW,
             SignatureInvalid,
             run_details_problem,
             run_envelope_statement,
             run_statement_problem,
+            signed_time_problem,
             verify_envelope,
         )
 
         record = self.store.get(ref)
         the_target = self.target(target)
         _check_uploaded(checks)
+        now = datetime.now(UTC)
+        future = [c.finished_at for c in checks if c.finished_at.astimezone(UTC) > now + SKEW]
+        if future:
+            latest = max(future).astimezone(UTC)
+            raise InvalidInput(
+                f"the run claims a check finished at {latest:%Y-%m-%d %H:%M:%S} UTC, in the "
+                "future: refused",
+                "upload runs as verify wrote them",
+            )
         run_id = new_run_id()
-        judge = _Judge(self)
-        trust = judge.trust(the_target)
+        trust = _Judge(self).trust(the_target)  # decides what is refused; judged again below
         signer = None
         if envelope is not None:
             try:
@@ -2068,9 +2098,11 @@ class Registry:
                 envelope,
             )
             files = {f.path: f.sha256 for f in self.store.files([record.id])[record.id]}
-            problem = run_statement_problem(
-                statement, record.id, target, uploaded, files
-            ) or run_details_problem(statement, host, [(c.summary, c.evidence) for c in checks])
+            problem = (
+                run_statement_problem(statement, record.id, target, uploaded, files)
+                or run_details_problem(statement, host, [(c.summary, c.evidence) for c in checks])
+                or signed_time_problem(statement, [c.finished_at for c in checks], now)
+            )
             if problem is not None:
                 raise InvalidInput(f"the run's envelope is not this run's: {problem}")
             if trust.verifier_keys:
@@ -2116,7 +2148,9 @@ class Registry:
                     },
                 )
                 state = tx.state(record.id)
-                verdict = judge.verdict(record, target, state, tx.latest_runs(record.id, target))
+                verdict = _Judge(self, tx).verdict(
+                    record, target, state, tx.latest_runs(record.id, target)
+                )
         except RowConflict:
             # The same signed run sent twice at once: one is stored, the other refused.
             raise InvalidInput(f"run {run_id} is already stored") from None

@@ -98,6 +98,8 @@ class StoredRun:
     # A one-off run (``verify --suite S`` with S not the suite in force): recorded and shown,
     # never the run that decides a verdict.
     exploratory: bool = False
+    # A signed run's signed time, as stored (checked against its statement when judged).
+    signed_at: datetime | None = None
 
     @property
     def fingerprint(self) -> Fingerprint:
@@ -224,7 +226,13 @@ def counting_run(
                 )
             ]
         return None, []
-    signed = [r for r in ordered if r.envelope is not None]
+    # The newest signed run is the one signed last (what the signature covers), never the one
+    # whose checks claim the latest finish.
+    signed = sorted(
+        (r for r in ordered if r.envelope is not None),
+        key=lambda r: r.signed_at or _LONG_AGO,
+        reverse=True,
+    )
     if not signed:
         return None, [
             Reason(

@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -372,6 +373,46 @@ def run_statement(
     }
 
 
+# How far a signed run's times may disagree with its signature's time, or lie ahead of this
+# host's clock: generous for clock drift between hosts, far too small for a replay.
+SKEW = timedelta(minutes=5)
+
+
+def signed_time(statement: Any) -> datetime | None:
+    """The time a run's statement says it was signed (UTC), or None when it names none that
+    can be read. Covered by the signature: the order of signed runs is decided by it, never by
+    the times an uploader claims for the checks."""
+    predicate = statement.get("predicate") if isinstance(statement, dict) else None
+    value = predicate.get("signed_at") if isinstance(predicate, dict) else None
+    if not isinstance(value, str):
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when.astimezone(UTC) if when.tzinfo is not None else None
+
+
+def signed_time_problem(
+    statement: Any, finished: Sequence[datetime], now: datetime | None = None
+) -> str | None:
+    """Why a signed run's times cannot be believed (None: they can): no readable signed time;
+    signed in the future; a check that claims to have finished after the run was signed (more
+    than ``SKEW`` either way). ``now`` None skips the future test (judging stored runs)."""
+    signed = signed_time(statement)
+    if signed is None:
+        return "its statement names no signed time (signed_at with a UTC offset)"
+    if now is not None and signed > now + SKEW:
+        return f"it was signed in the future ({signed:%Y-%m-%d %H:%M:%S} UTC)"
+    late = [f for f in finished if f.astimezone(UTC) > signed + SKEW]
+    if late:
+        return (
+            f"its checks claim to have finished at {max(late).astimezone(UTC):%Y-%m-%d %H:%M:%S} "
+            f"UTC, after it was signed ({signed:%Y-%m-%d %H:%M:%S} UTC)"
+        )
+    return None
+
+
 def run_statement_problem(
     statement: Any,
     record_id: str,
@@ -400,6 +441,12 @@ def run_statement_problem(
         return "the stored check outcomes are not the signed ones"
     if predicate.get("fingerprint") != dict(sorted(run.fingerprint.items())):
         return "the stored fingerprint is not the signed one"
+    stored_signed = getattr(run, "signed_at", None)
+    if stored_signed is not None and stored_signed != signed_time(statement):
+        return "the stored signed time is not the signed one"
+    problem = signed_time_problem(statement, [c.finished_at for c in run.checks])
+    if problem is not None:
+        return problem
     if file_digests is not None:
         subject = {
             s.get("name"): (s.get("digest") or {}).get("sha256")

@@ -188,7 +188,10 @@ def import_(
     return 0
 
 
-db_app = typer.Typer(help="The registry database: schema upgrades.", no_args_is_help=True)
+db_app = typer.Typer(
+    help="The registry database: schema upgrades, values that cannot be read back.",
+    no_args_is_help=True,
+)
 app.add_typer(db_app, name="db")
 
 
@@ -217,3 +220,28 @@ def db_upgrade(ctx: typer.Context, json_out: JsonOption = False) -> int:
             else f"schema already at {after}"
         )
     return 0
+
+
+@db_app.command("check")
+def db_check(
+    ctx: typer.Context,
+    quarantine: Annotated[
+        bool,
+        typer.Option(
+            "--quarantine",
+            help="Make each value readable (lone surrogates → U+FFFD, JSON nested too deep → a "
+            "note), with an event per row.",
+        ),
+    ] = False,
+    json_out: JsonOption = False,
+) -> int:
+    """Name every stored value that cannot be read back (exit 1 when there is one and it was
+    not quarantined)."""
+    result = registry(ctx).db_check(quarantine=quarantine)
+    if json_out:
+        emit(result)
+    else:
+        for bad in result.bad:
+            out(f"{bad.table} {bad.key} {bad.column}: {bad.why}")
+        say(result.message)
+    return 1 if result.bad and not result.quarantined else 0

@@ -40,6 +40,9 @@ def redact(url: str) -> str:
 
 
 def create_registry_engine(url: str) -> Engine:
+    from modelreg.registry import boundary
+
+    boundary.install()  # every row any session writes passes the storage boundary
     try:
         parsed = make_url(url)
         parsed.port  # noqa: B018 - a malformed port raises here, not at connect time

@@ -23,6 +23,7 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import bindparam, case
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
@@ -31,6 +32,7 @@ from sqlmodel import Session, col, func, select
 
 from modelreg.errors import AmbiguousRecord, InvalidInput, ModelNotFound, RecordNotFound
 from modelreg.limits import ACTOR_MAX, RECORD_REF_MAX, check_length, check_manifest
+from modelreg.registry.boundary import loads_readable
 from modelreg.registry.tables import (
     ApiTokenRow,
     ArtifactSignatureRow,
@@ -117,7 +119,12 @@ class Record:
         if text is None:
             assert self.load_manifest_json is not None
             text = self.load_manifest_json()
-        return Manifest.model_validate_json(text)
+        try:
+            return Manifest.model_validate_json(text)
+        except ValidationError:
+            # A row stored before the storage boundary (or around it) holding what it now
+            # refuses: read it made readable, so one bad row never breaks list or show.
+            return Manifest.model_validate(loads_readable(text))
 
 
 @dataclass(frozen=True)
@@ -140,7 +147,7 @@ class Verification:
                 outcome=Outcome(row.outcome),
                 classification=row.classification,
                 summary=row.summary,
-                evidence=json.loads(row.evidence_json),
+                evidence=loads_readable(row.evidence_json),
                 started_at=aware(row.started_at),
                 finished_at=aware(row.finished_at),
             ),
@@ -224,8 +231,24 @@ class Event:
             row.record_id,
             row.target,
             row.why,
-            json.loads(row.detail_json),
+            loads_readable(row.detail_json),
         )
+
+
+@dataclass(frozen=True)
+class BadValue:
+    """A stored value that cannot be read back: where it is and why."""
+
+    table: str
+    key: str
+    column: str
+    why: str
+
+
+def _row_key(row: Any) -> str:
+    from sqlalchemy import inspect
+
+    return "/".join(str(v) for v in inspect(row).identity or ())
 
 
 def new_run_id() -> str:
@@ -410,6 +433,41 @@ def _run_heads_statement() -> Any:
 
 
 @cache
+def _signed_heads_statement() -> Any:
+    """Per (record, target) of ``ids`` × ``targets``: a verification id of its signed run
+    (not one-off) with the newest signed time — the signed run that may count. Insertion order
+    and the checks' claimed times say nothing about when a statement was signed: an older
+    signed pass uploaded after a newer signed failure must not become "the newest"."""
+    v, r = VerificationRow, RunRow
+    newest = (
+        sa_select(
+            col(r.record_id).label("record_id"),
+            col(r.target).label("target"),
+            func.max(col(r.signed_at)).label("signed_at"),
+        )
+        .where(
+            col(r.envelope_json).is_not(None),
+            ~col(r.exploratory),
+            col(r.target).in_(bindparam("targets", expanding=True)),
+            col(r.record_id).in_(bindparam("ids", expanding=True)),
+        )
+        .group_by(col(r.record_id), col(r.target))
+        .subquery()
+    )
+    return (
+        sa_select(func.max(col(v.id)))
+        .join(r, col(r.run_id) == col(v.run_id))
+        .join(
+            newest,
+            (newest.c.record_id == col(r.record_id))
+            & (newest.c.target == col(r.target))
+            & (newest.c.signed_at == col(r.signed_at)),
+        )
+        .group_by(col(r.record_id), col(r.target), col(r.run_id))
+    )
+
+
+@cache
 def _run_checks_statement() -> Any:
     """Every check of the runs the verifications ``heads`` belong to, as plain columns (not
     ORM rows with their evidence: the hot path of status, list and the server)."""
@@ -429,6 +487,7 @@ def _run_checks_statement() -> Any:
             col(r.origin),
             col(r.envelope_json),
             col(r.exploratory),
+            col(r.signed_at),
         )
         .join(r, col(r.run_id) == col(v.run_id))
         .where(col(v.run_id).in_(runs))
@@ -463,17 +522,17 @@ def _latest_runs_on(
     if not targets:
         return found
     for chunk in _chunks(list(record_ids)):
+        params = {"ids": list(chunk), "targets": list(targets)}
         heads = {
             head
-            for row in session.execute(
-                _run_heads_statement(), {"ids": list(chunk), "targets": list(targets)}
-            )
+            for statement in (_run_heads_statement(), _signed_heads_statement())
+            for row in session.execute(statement, params)
             for head in row
             if head is not None
         }
         rows = _run_check_rows(session, sorted(heads))
         checks: dict[str, list[CheckVerdict]] = {}
-        meta: dict[str, tuple[str, str, str, str | None, bool]] = {}
+        meta: dict[str, tuple[str, str, str, str | None, bool, datetime | None]] = {}
         fingerprints: dict[str, dict[str, str]] = {}
         for (
             record_id,
@@ -488,14 +547,16 @@ def _latest_runs_on(
             origin,
             envelope,
             exploratory,
+            signed_at,
         ) in rows:
             if run_id not in fingerprints:
                 fingerprints[run_id] = json.loads(fp or "{}")
-                meta[run_id] = (record_id, target, origin, envelope, bool(exploratory))
+                signed = aware(signed_at) if signed_at is not None else None
+                meta[run_id] = (record_id, target, origin, envelope, bool(exploratory), signed)
             checks.setdefault(run_id, []).append(
                 CheckVerdict(check, required, outcome, cls, aware(at), run_id, fingerprints[run_id])
             )
-        for run_id, (record_id, target, origin, envelope, exploratory) in meta.items():
+        for run_id, (record_id, target, origin, envelope, exploratory, signed) in meta.items():
             found.setdefault((record_id, target), []).append(
                 StoredRun(
                     run_id,
@@ -503,6 +564,7 @@ def _latest_runs_on(
                     origin,
                     json.loads(envelope) if envelope else None,
                     exploratory,
+                    signed,
                 )
             )
     return found
@@ -844,6 +906,14 @@ class Locked:
         whether it was a one-off (``exploratory``: never decides a verdict)."""
         run_id = run_id or new_run_id()
         fingerprint_json = json.dumps(fingerprint, sort_keys=True)
+        signed_at = None
+        if envelope is not None:
+            from modelreg.signing import SignatureInvalid, run_envelope_statement, signed_time
+
+            try:
+                signed_at = signed_time(run_envelope_statement(envelope))
+            except SignatureInvalid:
+                signed_at = None  # judged as not counting whenever it is read
         self.session.add(
             RunRow(
                 run_id=run_id,
@@ -855,6 +925,7 @@ class Locked:
                 signer_key_id=signer_key_id,
                 created_at=utcnow(),
                 exploratory=exploratory,
+                signed_at=signed_at,
             )
         )
         for r in results:
@@ -959,6 +1030,41 @@ class Store:
                 session.commit()
         if found is None:  # the suggestions read after our transaction (SQLite: its lock)
             raise ModelNotFound(model_id, self.model_ids())
+
+    # -- the storage boundary ------------------------------------------------------------
+
+    def check(self, *, quarantine: bool = False, actor: str = "db-check") -> list[BadValue]:
+        """Stored values that cannot be read back (rows from before the storage boundary, or
+        written around it). ``quarantine``: make each readable (lone surrogates → U+FFFD,
+        what nests too deep → a note), with a ``db-quarantine`` event per row."""
+        from modelreg.registry import boundary
+
+        with self._session() as session:
+            found = boundary.audit(session)
+            bad = [
+                BadValue(
+                    getattr(row, "__tablename__", type(row).__name__),
+                    _row_key(row),
+                    name,
+                    why,
+                )
+                for row, name, why in found
+            ]
+            if quarantine and found:
+                for row, name, _why in found:
+                    setattr(row, name, boundary.quarantine_value(name, getattr(row, name)))
+                    session.add(row)
+                for value in bad:
+                    session.add(
+                        event_row(
+                            "db-quarantine",
+                            actor,
+                            why=f"{value.table}.{value.column} {value.why}",
+                            detail={"table": value.table, "key": value.key, "column": value.column},
+                        )
+                    )
+                session.commit()
+        return bad
 
     # -- records -------------------------------------------------------------------------
 

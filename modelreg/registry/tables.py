@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from sqlalchemy import BigInteger, Boolean, Column, DateTime, Index, Text, false
+from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
 
@@ -16,8 +17,30 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class UTCDateTime(TypeDecorator[datetime]):
+    """A point in time, stored in UTC on every backend. PostgreSQL converts an offset itself;
+    SQLite's DateTime drops it (``…+14:00`` was stored as the wall clock, read as UTC: 14 h
+    off), so the offset is applied here before the value is bound. Naive values are refused:
+    a time without an offset is not a point in time."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: object) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"a time without a UTC offset cannot be stored: {value}")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: object) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def _when(index: bool = False) -> Column:
-    return Column(DateTime(timezone=True), nullable=False, index=index)
+    return Column(UTCDateTime(), nullable=False, index=index)
 
 
 class ModelRow(SQLModel, table=True):
@@ -160,6 +183,10 @@ class RunRow(SQLModel, table=True):
     exploratory: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
     )
+    # A signed run's signed time, read from its statement (migration 0007): which signed run
+    # is newest is decided by it — never by the times the checks claim. Checked against the
+    # verified statement whenever the run is judged.
+    signed_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
 
 
 class ArtifactSignatureRow(SQLModel, table=True):
@@ -235,6 +262,6 @@ class ApiTokenRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=_when())
     created_by: str = Field(max_length=200)
     revoked_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+        default=None, sa_column=Column(UTCDateTime(), nullable=True)
     )
     revoked_by: str | None = Field(default=None, max_length=200)

@@ -330,10 +330,15 @@ def import_registry(
 
 
 def _parse_time(value: Any, where: str) -> datetime:
+    """An ISO timestamp with its UTC offset (a time without one is not a point in time;
+    exports write UTC)."""
     try:
-        return datetime.fromisoformat(value)
+        when = datetime.fromisoformat(value)
     except (TypeError, ValueError):
         raise InvalidInput(f"{where}: {value!r} is not an ISO timestamp") from None
+    if when.tzinfo is None:
+        raise InvalidInput(f"{where}: {value!r} has no UTC offset", "give e.g. …+00:00")
+    return when
 
 
 def import_rows(
@@ -490,11 +495,21 @@ class ImportCheck:
         host, and each check's summary and evidence as signed (outcomes, fingerprint and
         files are compared whenever the run is judged). A run whose shown evidence is not
         the signed evidence is refused, not imported with a borrowed signature."""
-        from modelreg.signing import SignatureInvalid, run_details_problem, run_envelope_statement
+        from datetime import UTC, datetime
+
+        from modelreg.signing import (
+            SignatureInvalid,
+            run_details_problem,
+            run_envelope_statement,
+            signed_time,
+            signed_time_problem,
+        )
 
         checks: dict[str, list[tuple[str, Any]]] = {}
         hosts: dict[str, set[str]] = {}
+        finished: dict[str, list[datetime]] = {}
         for where, v in self.rows["verification"]:
+            finished.setdefault(v.run_id, []).append(v.finished_at)
             try:
                 evidence = json.loads(v.evidence_json)
             except json.JSONDecodeError:
@@ -516,9 +531,12 @@ class ImportCheck:
             run_hosts = hosts.get(run_id) or {""}
             if len(run_hosts) != 1:
                 raise InvalidInput(f"run {run_id}: its checks name more than one host")
-            problem = run_details_problem(statement, run_hosts.pop(), checks.get(run_id, []))
+            problem = run_details_problem(
+                statement, run_hosts.pop(), checks.get(run_id, [])
+            ) or signed_time_problem(statement, finished.get(run_id, []), datetime.now(UTC))
             if problem is not None:
                 raise InvalidInput(f"run {run_id}: its envelope does not match it: {problem}")
+            run.signed_at = signed_time(statement)
 
     def _known_record(self, record_id: str, where: str) -> None:
         if record_id not in self.records:

@@ -477,6 +477,21 @@ class DbOutput(Output):
     changed: bool
 
 
+class BadValueOut(_Out):
+    table: str
+    key: str = Field(description="The row's primary key ('/'-joined).")
+    column: str
+    why: str
+
+
+class DbCheckOutput(Output):
+    """Stored values that cannot be read back (from before the storage boundary)."""
+
+    bad: list[BadValueOut]
+    quarantined: bool = Field(description="Each was made readable (db check --quarantine).")
+    message: str
+
+
 # -- the team service: shared targets, locations, tokens, uploaded runs -------------------
 
 
@@ -633,6 +648,7 @@ COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "card-validate": CardValidateOutput,
     "card-render": CardRenderOutput,
     "db-upgrade": DbOutput,
+    "db-check": DbCheckOutput,
     "attest": AttestOutput,
     "suite": SuiteOutput,
     "suite-add-case": SuiteCaseOutput,

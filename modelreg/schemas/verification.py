@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 
 class Outcome(StrEnum):
@@ -30,8 +29,9 @@ class CheckResult(BaseModel):
     classification: str | None = Field(default=None, max_length=32)
     summary: str
     evidence: dict[str, Any] = Field(default_factory=dict)
-    started_at: datetime
-    finished_at: datetime
+    # With their UTC offset: a time without one is not a point in time (refused at the door).
+    started_at: AwareDatetime
+    finished_at: AwareDatetime
 
 
 def generations(evidence: dict[str, Any]) -> list[dict[str, Any]]:

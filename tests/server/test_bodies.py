@@ -1,0 +1,98 @@
+"""Bodies bounded by what arrives (issue 22), against a real uvicorn on loopback: a request
+framed by both Content-Length and Transfer-Encoding is refused; no body is read before the
+caller is known to be allowed to write; a body that trickles in is cut off at a deadline."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from modelreg.server.app import Guard
+from tests.server.conftest import Served
+
+Clients = Callable[[str | None], httpx.Client]
+
+
+def _raw(served: Served, request: bytes, then: bytes = b"", wait: float = 5.0) -> bytes:
+    """Send raw bytes, read what the server answers within ``wait`` seconds."""
+    address = urlsplit(served.url)
+    with socket.create_connection((address.hostname, address.port), timeout=wait) as sock:
+        sock.sendall(request)
+        if then:
+            sock.sendall(then)
+        answer = b""
+        deadline = time.monotonic() + wait
+        while b"\r\n\r\n" not in answer and time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            answer += chunk
+        return answer
+
+
+def _status(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else 0
+
+
+def test_content_length_with_transfer_encoding_is_refused(served: Served, tokens: dict) -> None:
+    body = b"5\r\nhello\r\n0\r\n\r\n"
+    request = (
+        b"POST /api/v1/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + tokens["verifier"].encode() + b"\r\n"
+        b"Content-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+    )
+    answer = _raw(served, request)
+    assert _status(answer) == 400, answer  # before: h11 read the whole chunked body
+
+
+def test_no_body_is_read_before_the_caller_may_write(served: Served, tokens: dict) -> None:
+    """A 300 MB body announced without a token (or with a reader's): answered at once from
+    the headers, before a byte of the body is sent."""
+    head = b"POST /api/v1/records HTTP/1.1\r\nHost: x\r\nContent-Length: 314572800\r\n"
+    for authorization, status in (
+        (b"", 401),
+        (b"Authorization: Bearer " + tokens["reader"].encode() + b"\r\n", 403),
+    ):
+        started = time.monotonic()
+        answer = _raw(served, head + authorization + b"\r\n")
+        assert _status(answer) in (status, 413), answer  # 413 when over the limit first
+        assert time.monotonic() - started < 4
+    small = b"POST /api/v1/records HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n"
+    for authorization, status in (
+        (b"", 401),
+        (b"Authorization: Bearer " + tokens["reader"].encode() + b"\r\n", 403),
+    ):
+        answer = _raw(served, small + authorization + b"\r\n")
+        assert _status(answer) == status, answer
+
+
+def test_a_trickling_body_is_cut_off(
+    served: Served, tokens: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Guard, "BODY_SECONDS", 1.0)
+    request = (
+        b"POST /api/v1/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + tokens["verifier"].encode() + b"\r\n"
+        b"Content-Length: 100\r\n\r\n{"
+    )
+    started = time.monotonic()
+    answer = _raw(served, request, wait=10)
+    assert _status(answer) == 408, answer
+    assert time.monotonic() - started < 8
+
+
+def test_a_writer_still_posts(served: Served, client_of: Clients) -> None:
+    from tests.helpers import synthetic_manifest
+
+    manifest = synthetic_manifest(3)
+    body = {"schema_version": 1, "record_id": manifest.record_id, "manifest": manifest.model_dump()}
+    response = client_of("verifier").post("/api/v1/records", json=body)
+    assert response.status_code == 201, response.text
