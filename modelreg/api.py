@@ -640,9 +640,17 @@ class Registry:
         can also be fetched from; this host's ``file://`` path (or, for ``hf://`` adds, the
         pinned revision) is recorded with them."""
         from modelreg.locations import file_url, parse_location
+        from modelreg.registry.boundary import text_problem
         from modelreg.signing import read_artifact_signature
+        from modelreg.textsafe import for_terminal
         from modelreg.validators.signature import covered
 
+        for path in paths:  # a record's paths are text: refuse before hashing
+            if text_problem(str(path)) is not None:
+                raise InvalidInput(
+                    f"{for_terminal(str(path))}: the file name is not valid UTF-8",
+                    "rename it (a record's file names are text in every output)",
+                )
         given = [parse_location(url).url for url in locations]  # refuse before hashing
         artifact_signature = read_artifact_signature(signature) if signature else None
         built = inspect(paths, **options)

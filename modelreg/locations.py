@@ -215,6 +215,19 @@ def fetchable_copy(
     return None, "; ".join(problems) or "no location recorded"
 
 
+def _umask() -> int:
+    """This process's umask, read without changing it (Linux: /proc/self/status)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)  # elsewhere: read it the only portable way, and put it back
+    os.umask(old)
+    return old
+
+
 def _copy_hashed(source: Path, destination: Path) -> tuple[int, str]:
     digest = hashlib.sha256()
     size = 0
@@ -267,6 +280,8 @@ def fetch_files(
                     "add a location that holds the files: modelreg locate RECORD --add URL",
                 )
             fetched.append(got)
+        # Private while it fills; once every file matched, the mode a new directory gets here.
+        os.chmod(staging, 0o777 & ~_umask())
         if to.exists():
             to.rmdir()  # an empty directory given as the destination
         os.rename(staging, to)

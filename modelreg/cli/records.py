@@ -377,6 +377,7 @@ def show(
             (
                 f"{c.finished_at:%Y-%m-%d %H:%M:%S}",
                 run.target,
+                "one-off" if run.exploratory else run.origin,
                 c.check,
                 c.outcome.value,
                 c.classification or "",
@@ -385,7 +386,7 @@ def show(
             for run in shown.runs
             for c in run.checks
         ]
-        print(table(rows, ["when", "target", "check", "outcome", "class", "summary"]))
+        print(table(rows, ["when", "target", "origin", "check", "outcome", "class", "summary"]))
         for run in shown.runs:
             kind = "one-off run (not counted)" if run.exploratory else f"{run.origin} run"
             out(f"{kind} {run.run_id} on {run.target}: {summary(run.fingerprint)}")

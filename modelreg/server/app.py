@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs, quote
 
 from fastapi import Body, Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -489,9 +490,16 @@ def _install_error_handlers(app: FastAPI) -> None:
             404: f"no such page: {request.url.path}",
             405: f"{request.method} is not allowed on {request.url.path}",
         }.get(exc.status_code, str(exc.detail))
+        if exc.status_code == 400 and not _is_page(request):
+            code, message = ErrorCode.INVALID_INPUT.value, f"the body is not JSON ({exc.detail})"
+        response: Response
         if _is_page(request):
-            return error_page(exc.status_code, message, None)
-        return error_json(exc.status_code, code, message, "see /api/v1/openapi.json")
+            response = error_page(exc.status_code, message, None)
+        else:
+            response = error_json(exc.status_code, code, message, "see /api/v1/openapi.json")
+        for name, value in (exc.headers or {}).items():  # Allow on a 405
+            response.headers[name] = value
+        return response
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> Response:
@@ -535,6 +543,26 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
     errors: dict[int | str, dict[str, Any]] = {
         status: {"model": ErrorOutput} for status in (401, 403, 404, 409, 413, 422, 503)
     }
+    errors |= {
+        400: {
+            "model": ErrorOutput,
+            "description": "A body that is not JSON, or framed both by Content-Length and "
+            "Transfer-Encoding.",
+        },
+        408: {"model": ErrorOutput, "description": "The body did not arrive in time."},
+        411: {"model": ErrorOutput, "description": "A body without a Content-Length."},
+    }
+    RecordId = Annotated[
+        str,
+        PathParam(
+            pattern=_RECORD_REF_RE.pattern.join("^$"),
+            description="A record id (r_ and 12 hex digits) or a unique prefix of its hex.",
+        ),
+    ]
+    State = Annotated[
+        Literal["active", "held", "retired"] | None,
+        Query(description="Only records in this state."),
+    ]
     Text = Annotated[str, Query(min_length=1, max_length=200)]
     OptionalText = Annotated[str | None, Query(min_length=1, max_length=200)]
 
@@ -577,7 +605,7 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
     def records(
         _: Reader,
         model: OptionalText = None,
-        state: OptionalText = None,
+        state: State = None,
         deployable_on: OptionalText = None,
     ) -> Response:
         """Records, oldest first (filters: model, state, deployable on a target)."""
@@ -601,7 +629,7 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
     @app.get(
         f"{API}/records/{{record_id}}", response_model=ShowOutput, responses=errors, tags=["read"]
     )
-    def show(_: Reader, record_id: str) -> Response:
+    def show(_: Reader, record_id: RecordId) -> Response:
         """One record: manifest, state, production, deployability, runs with evidence."""
         return json_response(registry.show(record_ref(record_id)))
 
@@ -611,7 +639,7 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         responses=errors,
         tags=["read"],
     )
-    def locations(_: Reader, record_id: str) -> Response:
+    def locations(_: Reader, record_id: RecordId) -> Response:
         """Where the record's bytes can be fetched."""
         return json_response(registry.locations(record_ref(record_id)))
 
@@ -621,7 +649,7 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         responses=errors,
         tags=["write"],
     )
-    def add_locations(who: Adder, record_id: str, body: LocationsInput) -> Response:
+    def add_locations(who: Adder, record_id: RecordId, body: LocationsInput) -> Response:
         """Add locations (no credentials in URLs). Role: verifier or releaser."""
         return json_response(registry.locate(record_ref(record_id), body.urls, actor=who.actor))
 
@@ -631,7 +659,7 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         responses=errors,
         tags=["read"],
     )
-    def imported_runs(_: Reader, record_id: str) -> Response:
+    def imported_runs(_: Reader, record_id: RecordId) -> Response:
         """The record's runs produced elsewhere (imported or uploaded), with whether each is
         the run deciding deployability on its target now."""
         return json_response(registry.imported_runs(record_ref(record_id)))
@@ -643,7 +671,7 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         responses=errors,
         tags=["write"],
     )
-    def upload_run(who: Verifier, record_id: str, body: RunUpload) -> Response:
+    def upload_run(who: Verifier, record_id: RecordId, body: RunUpload) -> Response:
         """Upload a verification run. An unsigned run is history only; a run whose signed
         envelope verifies with a key the target trusts counts like a local one. Role:
         verifier."""
@@ -664,7 +692,7 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         responses=errors,
         tags=["write"],
     )
-    def promote(who: Releaser, record_id: str, body: PromoteInput) -> Response:
+    def promote(who: Releaser, record_id: RecordId, body: PromoteInput) -> Response:
         """Make the record production on the target (409 unless deployable there now).
         Role: releaser."""
         return json_response(
@@ -677,7 +705,7 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         responses=errors,
         tags=["write"],
     )
-    def hold(who: Releaser, record_id: str, body: ReasonInput) -> Response:
+    def hold(who: Releaser, record_id: RecordId, body: ReasonInput) -> Response:
         """Put the record on hold. Role: releaser."""
         return json_response(registry.hold(record_ref(record_id), body.why, actor=who.actor))
 
@@ -688,7 +716,7 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         tags=["write"],
     )
     def release(
-        who: Releaser, record_id: str, body: Annotated[ReleaseInput | None, Body()] = None
+        who: Releaser, record_id: RecordId, body: Annotated[ReleaseInput | None, Body()] = None
     ) -> Response:
         """Release a held record. Role: releaser."""
         why = body.why if body else None
@@ -700,7 +728,7 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         responses=errors,
         tags=["write"],
     )
-    def retire(who: Releaser, record_id: str, body: ReasonInput) -> Response:
+    def retire(who: Releaser, record_id: RecordId, body: ReasonInput) -> Response:
         """Retire the record. Role: releaser."""
         return json_response(registry.retire(record_ref(record_id), body.why, actor=who.actor))
 

@@ -74,7 +74,7 @@ def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings
     def matrix_page(
         request: Request,
         q: Annotated[str | None, Query(max_length=200)] = None,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     ) -> Response:
         who = reader(request)
         page = registry.matrix(contains=q or None, offset=offset, limit=MATRIX_PAGE)

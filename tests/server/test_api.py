@@ -224,19 +224,24 @@ def test_errors_have_one_json_shape(served: Served, client_of: Clients) -> None:
     assert _error(reader.get("/api/v1/nowhere"), 404, "not_found")["message"] == (
         "no such page: /api/v1/nowhere"
     )
-    assert _error(reader.delete("/api/v1/status"), 405, "method_not_allowed")
+    not_allowed = reader.delete("/api/v1/status")
+    assert _error(not_allowed, 405, "method_not_allowed")
+    assert not_allowed.headers["allow"] == "GET"
     unknown_target = reader.get("/api/v1/status", params={"target": "inf3.nano"})
     assert _error(unknown_target, 404, "target_not_found")["message"] == (
         "target 'inf3.nano' not found"
     )
     for path, message in [
-        ("/api/v1/records?state=bogus", "--state 'bogus' must be one of: active, held, retired"),
+        (
+            "/api/v1/records?state=bogus",
+            "query parameter 'state': Input should be 'active', 'held' or 'retired'",
+        ),
         (
             f"/api/v1/fit?record={record}&target=cpu&context=many",
             "query parameter 'context': Input should be a valid integer, unable to parse "
             "string as an integer",
         ),
-        ("/api/v1/records/zz", "'zz' is not a record id or id prefix"),
+        ("/api/v1/records/zz", "path parameter 'record_id': String should match pattern"),
         ("/api/v1/diff?a=/etc/passwd.json&b=r_0000", "'/etc/passwd.json' is not a record id"),
     ]:
         error = _error(reader.get(path), 422, "invalid_input")

@@ -4,6 +4,7 @@ caller is known to be allowed to write; a body that trickles in is cut off at a 
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Callable
@@ -96,3 +97,22 @@ def test_a_writer_still_posts(served: Served, client_of: Clients) -> None:
     body = {"schema_version": 1, "record_id": manifest.record_id, "manifest": manifest.model_dump()}
     response = client_of("verifier").post("/api/v1/records", json=body)
     assert response.status_code == 201, response.text
+
+
+def test_smaller_doors(served: Served, client_of: Clients) -> None:
+    reader = client_of("reader")
+    huge = reader.get("/?offset=9223372036854775808")
+    assert huge.status_code == 422, huge.text  # before: 500
+    not_json = client_of("verifier").post(
+        "/api/v1/records", content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert not_json.status_code in (400, 422), not_json.text
+    assert not_json.json()["error"]["code"] == "invalid_input"
+    spec = reader.get("/api/v1/openapi.json").json()
+    show = spec["paths"]["/api/v1/records/{record_id}"]["get"]
+    (param,) = [p for p in show["parameters"] if p["name"] == "record_id"]
+    assert param["schema"]["pattern"] == "^(r_)?[0-9a-f]{4,64}$"
+    listing = spec["paths"]["/api/v1/records"]["get"]
+    (state,) = [p for p in listing["parameters"] if p["name"] == "state"]
+    assert "held" in json.dumps(state["schema"])
+    assert "400" in spec["paths"]["/api/v1/records"]["post"]["responses"]
