@@ -168,10 +168,73 @@ def entries() -> dict[str, bytes]:
         b'---\nlicense: "mit |\\n| injected | row |<script>alert(1)</script><!--"\n---\n# x\n'
     )
     files.update(_round_two(header, record))
+    files.update(_round_three(header, record))
     # Read with `add … --recipe`: an anchor after ordinary lines.
     files["recipes/anchor-after-comment.yaml"] = (
         b"# quantizer settings\ntool: llama-quantize\nscheme: &s Q4_K_M\nnotes: *s\n"
     )
+    return files
+
+
+def _round_three(header: dict[str, Any], record: dict[str, Any]) -> dict[str, bytes]:
+    """Hostile classes of the third round: values that could be stored but not read back, and
+    times that are not points in time — each refused by the storage boundary on import."""
+    files: dict[str, bytes] = {}
+    model = {"type": "model", "model_id": "a/b", "created_at": record["created_at"]}
+    poisoned = json.loads(json.dumps(record))
+    poisoned["manifest"]["notes"] = ["x\ud800"]
+    poisoned["id"] = _record_id(poisoned["manifest"])
+    files["imports/lone-surrogate-in-notes.jsonl"] = export_text(
+        [header, model, poisoned]
+    ).encode()
+    good = json.loads(json.dumps(record))
+    good["id"] = _record_id(good["manifest"])
+    run = {
+        "type": "run",
+        "run_id": "1" * 32,
+        "record_id": good["id"],
+        "target": "cpu",
+        "origin": "local",
+        "origin_detail": None,
+        "envelope_json": None,
+        "signer_key_id": None,
+        "created_at": record["created_at"],
+    }
+    check = {
+        "type": "verification",
+        "run_id": run["run_id"],
+        "record_id": good["id"],
+        "target": "cpu",
+        "check": "digest",
+        "required": True,
+        "outcome": "pass",
+        "classification": None,
+        "summary": "",
+        "evidence_json": json.dumps({"deep": json.loads("[" * 270 + "]" * 270)}),
+        "host": "h",
+        "started_at": record["created_at"],
+        "finished_at": record["created_at"],
+        "fingerprint_json": "{}",
+    }
+    files["imports/evidence-nested-270-deep.jsonl"] = export_text(
+        [header, model, good, run, check]
+    ).encode()
+    surrogate = dict(check, evidence_json=json.dumps({"host": "x\ud800"}))
+    files["imports/lone-surrogate-in-evidence.jsonl"] = export_text(
+        [header, model, good, run, surrogate]
+    ).encode()
+    naive = dict(good, created_at="2026-01-01T00:00:00")
+    files["imports/time-without-offset.jsonl"] = export_text([header, model, naive]).encode()
+    location = {
+        "type": "location",
+        "record_id": good["id"],
+        "url": "s3://bucket/x\ud800",
+        "added_at": record["created_at"],
+        "added_by": "x",
+    }
+    files["imports/lone-surrogate-in-location.jsonl"] = export_text(
+        [header, model, good, location]
+    ).encode()
     return files
 
 
