@@ -136,21 +136,48 @@ def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings
             curl_body=shlex.quote(body),
         )
 
+    def login_form(request: Request, status: int, target: str, message: str | None) -> Response:
+        """The sign-in form with a fresh CSRF token, also set as a SameSite=Strict cookie: a
+        form posted from another site carries no cookie, so it cannot sign anyone in."""
+        import secrets
+
+        csrf = secrets.token_urlsafe(24)
+        response = render("login.html", status, next=target, message=message, csrf=csrf)
+        response.set_cookie(
+            CSRF_COOKIE,
+            csrf,
+            httponly=True,
+            samesite="strict",
+            path="/login",
+            secure=_https(request),
+        )
+        return response
+
     @app.get("/login", response_class=HTMLResponse, include_in_schema=False)
-    def login_page(next: str = "/") -> Response:
-        return render("login.html", next=_local_path(next), message=None)
+    def login_page(request: Request, next: str = "/") -> Response:
+        return login_form(request, 200, _local_path(next), None)
 
     @app.post("/login", include_in_schema=False)
     async def login(request: Request) -> Response:
+        import hmac
+
         form = parse_form(await request.body())
         secret = form.get("token", "").strip()
         target = _local_path(form.get("next", "/"))
+        expected = request.cookies.get(CSRF_COOKIE, "")
+        if not expected or not hmac.compare_digest(expected, form.get("csrf", "")):
+            return login_form(
+                request, 403, target, "the sign-in form expired or came from another site"
+            )
         try:
             authorize(registry, secret or None, Permission.READ, public_read=False)
         except ModelregError as exc:
-            return render("login.html", 401, next=target, message=exc.message)
+            return login_form(request, 401, target, exc.message)
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(COOKIE, secret, httponly=True, samesite="strict", path="/")
+        response.set_cookie(
+            COOKIE, secret, httponly=True, samesite="strict", path="/", secure=_https(request)
+        )
+        response.delete_cookie(CSRF_COOKIE, path="/login")
         return response
 
     @app.post("/logout", include_in_schema=False)
@@ -170,6 +197,16 @@ def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings
             media_type="text/css",
             headers={"Cache-Control": "max-age=300"},
         )
+
+
+CSRF_COOKIE = "modelreg_csrf"
+
+
+def _https(request: Request) -> bool:
+    """Was the request made over HTTPS — directly, or through a proxy uvicorn trusts
+    (``FORWARDED_ALLOW_IPS``; it then takes the scheme from ``X-Forwarded-Proto``)? Cookies are
+    ``Secure`` then."""
+    return request.url.scheme == "https"
 
 
 def _local_path(value: str) -> str:

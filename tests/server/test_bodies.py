@@ -116,3 +116,24 @@ def test_smaller_doors(served: Served, client_of: Clients) -> None:
     (state,) = [p for p in listing["parameters"] if p["name"] == "state"]
     assert "held" in json.dumps(state["schema"])
     assert "400" in spec["paths"]["/api/v1/records"]["post"]["responses"]
+
+
+def test_login_needs_its_own_form_and_cookies_are_secure_over_https(
+    served: Served, tokens: dict
+) -> None:
+    import re
+
+    with httpx.Client(base_url=served.url, timeout=30) as browser:
+        forged = browser.post("/login", data={"token": tokens["reader"], "next": "/"})
+        assert forged.status_code == 403 and "another site" in forged.text  # login CSRF
+        form = browser.get("/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert csrf is not None
+        signed_in = browser.post(
+            "/login",
+            data={"token": tokens["reader"], "next": "/", "csrf": csrf.group(1)},
+            headers={"X-Forwarded-Proto": "https"},  # from 127.0.0.1: a proxy uvicorn trusts
+        )
+        assert signed_in.status_code == 303, signed_in.text
+        cookie = signed_in.headers["set-cookie"]
+        assert "modelreg_token=" in cookie and "Secure" in cookie and "HttpOnly" in cookie
