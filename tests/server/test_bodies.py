@@ -137,3 +137,31 @@ def test_login_needs_its_own_form_and_cookies_are_secure_over_https(
         assert signed_in.status_code == 303, signed_in.text
         cookie = signed_in.headers["set-cookie"]
         assert "modelreg_token=" in cookie and "Secure" in cookie and "HttpOnly" in cookie
+
+
+def test_trickled_headers_are_cut_off(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that sends its headers a byte at a time (uvicorn's keep-alive timer restarts
+    on every byte) loses the connection at the header deadline."""
+    from modelreg.server.protocol import NoDelayH11Protocol
+
+    monkeypatch.setattr(NoDelayH11Protocol, "HEADER_SECONDS", 1.0)
+    address = urlsplit(served.url)
+    started = time.monotonic()
+    with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
+        sock.sendall(b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\n")
+        closed = False
+        for _ in range(20):
+            try:
+                sock.sendall(b"X")
+                time.sleep(0.25)
+                if sock.recv(1, socket.MSG_DONTWAIT) == b"":
+                    closed = True
+                    break
+            except BlockingIOError:
+                continue
+            except OSError:
+                closed = True
+                break
+    assert closed and time.monotonic() - started < 4
+    with httpx.Client(base_url=served.url, timeout=10) as client:  # others are served
+        assert client.get("/api/v1/status").status_code == 401
