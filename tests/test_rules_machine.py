@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import Counter
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
+    initialize,
     invariant,
     precondition,
     rule,
@@ -37,11 +39,11 @@ from modelreg import host
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
 from modelreg.fingerprint import inference_view, runtime_fingerprint
 from modelreg.schemas.verification import CheckResult, Outcome
-from tests.helpers import SYNTHETIC_BYTES, add_synthetic
+from tests.helpers import SYNTHETIC_BYTES, add_synthetic, key_pair
 
 settings.register_profile(
     "ci",
-    max_examples=12,
+    max_examples=30,
     stateful_step_count=25,
     deadline=None,
     report_multiple_bugs=False,
@@ -64,6 +66,7 @@ settings.register_profile(
     suppress_health_check=list(HealthCheck),
 )
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+SEEN: Counter[str] = Counter()  # what the histories reached (printed with -s)
 
 MODEL = "rules/machine"
 TARGET = "lab"
@@ -108,6 +111,8 @@ class RegistryMachine(RuleBasedStateMachine):
         os.environ["MODELREG_HOME"] = str(self.dir / "home")
         self.registry = modelreg.open(f"sqlite:///{self.dir / 'registry.db'}")
         self.memory = 16
+        self.trusted = False
+        self.private, self.public = key_pair(self.dir, "ci")
         self._define_target()
         self.ggml = self.dir / "lib" / "libggml-cpu.so"
         self.speedups = self.dir / "lib" / "_speedups.cpython-311-x86_64-linux-gnu.so"
@@ -135,9 +140,10 @@ class RegistryMachine(RuleBasedStateMachine):
 
     def _define_target(self) -> None:
         spec = self.dir / "targets.yaml"
+        trust = f"    trust: {{verifier_keys: ['{self.public}']}}\n" if self.trusted else ""
         spec.write_text(
             f"targets:\n  {TARGET}:\n    kind: cpu\n    hosts: ['{host.hostname()}']\n"
-            f"    memory_gib: {self.memory}\n"
+            f"    memory_gib: {self.memory}\n" + trust
         )
         self.registry.define_targets(spec, actor="machine")
 
@@ -163,6 +169,14 @@ class RegistryMachine(RuleBasedStateMachine):
         return self.registry._record_results(record, target, results, plan, "machine")
 
     # -- steps -------------------------------------------------------------------------------
+
+    @initialize(target=records)
+    def a_release_in_production(self) -> Any:
+        """Every history starts where incidents start: a verified record in production."""
+        record = self.add()
+        self.verify(record, "pass")
+        self.registry.promote(record, TARGET, why="first release", actor="machine")
+        return record
 
     @precondition(lambda self: len(self.added) < 5)
     @rule(target=records)
@@ -200,10 +214,67 @@ class RegistryMachine(RuleBasedStateMachine):
     def detach_suite(self) -> None:
         self.registry.detach_suite(MODEL, actor="machine")
 
-    @rule(memory=st.sampled_from([16, 32]))
-    def redefine_target(self, memory: int) -> None:
-        self.memory = memory
+    @rule(memory=st.sampled_from([16, 32]), trusted=st.booleans())
+    def redefine_target(self, memory: int, trusted: bool) -> None:
+        self.memory, self.trusted = memory, trusted
         self._define_target()
+
+    @rule(
+        record=records,
+        outcome=st.sampled_from(["pass", "fail"]),
+        age=st.integers(1, 600),
+        dishonest=st.sampled_from([None, "finished after signing", "signed in the future"]),
+    )
+    def upload_signed_run(self, record: str, outcome: str, age: int, dishonest: str | None) -> None:
+        """A run signed on the target host, uploaded: signed ``age`` minutes ago (an older
+        signed pass may arrive after a newer failure). Dishonest times are refused and change
+        nothing; an honest run is ordered by its signed time, never by its claimed times."""
+        from datetime import timedelta
+
+        from modelreg.registry.store import new_run_id
+        from modelreg.signing import load_private_key, run_statement, sign_statement
+
+        now = datetime.now(UTC)
+        signed_at = now - timedelta(minutes=age)
+        finished = signed_at - timedelta(seconds=1)
+        if dishonest == "signed in the future":
+            signed_at = now + timedelta(days=1)
+        results = _results(outcome, [])
+        target = self.registry.target(TARGET)
+        fingerprint = runtime_fingerprint(
+            target, "llama.cpp", libraries=[str(self.ggml)], suite=self.attached_label()
+        )
+        files = self.registry.store.files([record])[record]
+        statement = run_statement(
+            record_id=record,
+            model_id=MODEL,
+            target=TARGET,
+            run_id=new_run_id(),
+            host="lab-host",
+            file_digests={f.path: f.sha256 for f in files},
+            checks=[r.model_dump(mode="json") for r in results],
+            fingerprint=fingerprint,
+            signed_at=signed_at.isoformat(),
+        )
+        envelope = sign_statement(statement, load_private_key(self.private))
+        claimed = now + timedelta(hours=1) if dishonest == "finished after signing" else finished
+        results = [r.model_copy(update={"finished_at": claimed}) for r in results]
+        before = self.verdicts()
+        try:
+            self.registry.upload_run(
+                record,
+                TARGET,
+                results,
+                host="lab-host",
+                fingerprint=fingerprint,
+                envelope=envelope,
+                actor="machine",
+            )
+        except InvalidInput:
+            assert dishonest is not None
+            assert self.verdicts() == before
+            return
+        assert dishonest is None, "a run with dishonest times was accepted"
 
     @rule()
     def rebuild_ggml(self) -> None:
@@ -289,7 +360,7 @@ class RegistryMachine(RuleBasedStateMachine):
         assert self.deployable() == before
         verdict = self.registry.deployability(record, TARGET)
         runs = self.registry.store.latest_runs([record], TARGET)[record]
-        if all(r.origin != "local" for r in runs):
+        if not self.trusted and all(r.origin != "local" for r in runs):
             assert "not counted (imported, unsigned)" in verdict.summary
 
     @rule(record=records)
@@ -383,7 +454,22 @@ class RegistryMachine(RuleBasedStateMachine):
                 continue
             assert verdict.run_id is not None
             run = self.registry.store.run(verdict.run_id)
-            assert run is not None and run.origin == "local" and not run.exploratory
+            assert run is not None and not run.exploratory
+            if self.trusted:
+                # The newest signed run by signed time decides, and only it.
+                assert run.envelope_json is not None and run.signed_at is not None
+                signed = [
+                    r.signed_at
+                    for r in self.registry.store.latest_runs([record_id], TARGET)[record_id]
+                    if r.envelope is not None and r.signed_at is not None
+                ]
+                assert max(signed) == run.signed_at.astimezone(UTC)
+                event("deployable on a signed run")
+                SEEN["signed"] += 1
+            else:
+                assert run.origin == "local"
+                event("deployable on a local run")
+                SEEN["local"] += 1
             checks = self.registry.store.run_checks(verdict.run_id)
             assert all(c.result.outcome in (Outcome.PASS, Outcome.SKIPPED) for c in checks)
             in_force = self.attached_label()
@@ -420,3 +506,4 @@ class RegistryMachine(RuleBasedStateMachine):
 def test_rules_state_machine() -> None:
     RegistryMachine.TestCase.settings = settings.get_profile(PROFILE)
     RegistryMachine.TestCase().runTest()
+    print(f"deployable states checked: {dict(SEEN)}")
