@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections import Counter
 import tempfile
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any

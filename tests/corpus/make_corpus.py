@@ -184,9 +184,7 @@ def _round_three(header: dict[str, Any], record: dict[str, Any]) -> dict[str, by
     poisoned = json.loads(json.dumps(record))
     poisoned["manifest"]["notes"] = ["x\ud800"]
     poisoned["id"] = _record_id(poisoned["manifest"])
-    files["imports/lone-surrogate-in-notes.jsonl"] = export_text(
-        [header, model, poisoned]
-    ).encode()
+    files["imports/lone-surrogate-in-notes.jsonl"] = export_text([header, model, poisoned]).encode()
     good = json.loads(json.dumps(record))
     good["id"] = _record_id(good["manifest"])
     run = {
