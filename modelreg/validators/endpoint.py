@@ -7,17 +7,25 @@ stopped. A target that declares ``endpoint`` gets its running server asked. Eith
 1. what the server is: its model ids (``/v1/models``), what it reports about its build and
    model (llama-server's ``/props``), and for a launch what the runtime printed about itself
    (version, system info, compiled features) and the build flags it was configured with;
-2. **identity** (``identity.bind_identity``): the server must serve the record's model;
+2. **identity**: the server must serve the record's model. A remote server is judged by what
+   it reports (``identity.bind_identity``, ``as_remote``); a server on this host — a loopback
+   endpoint, or the runtime verify launched — by ``/proc`` (``identity.bind_process``): the
+   process listening on its port must have the record's weights open or mapped (for a launch,
+   that process must be one verify started); what it says about itself can then only make it
+   a mismatch (``identity.on_this_host``);
 3. the suite's prompts (``smoke.smoke_suite``: the golden prompts or the suite asked for),
    streamed with greedy settings; time to first token and tokens/s from the stream; each
    answer judged by ``judge`` (degenerate → stop → answer), OpenAI's ``finish_reason``
-   ``stop`` / ``length`` mapped onto ``FinishReason``.
+   ``stop`` / ``length`` mapped onto ``FinishReason``;
+4. the figures: decode tokens/s above what the target's hardware can reach for the record's
+   weights (``decode_ceiling``) is ``implausible`` — a canned answer, not a model.
 
 Outcomes: a forbidden flag in the launch is refused before anything starts (``fail``,
 ``forbidden_flag``); a runtime that dies is ``crashed`` with its last log lines; a server
 that cannot be reached is ``unavailable`` with the error (never a pass); a model that is not
 the record's is ``identity_mismatch``, and one that cannot be told apart is
-``identity_unconfirmed`` (blocking unless the target sets ``require_identity: false``).
+``identity_unconfirmed`` (blocking unless the target sets ``require_identity: false``);
+implausible figures are ``implausible_figures`` (always blocking).
 """
 
 from __future__ import annotations
@@ -48,9 +56,13 @@ from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.identity import (
     IdentityVerdict,
     ServedModel,
+    as_remote,
     bind_identity,
+    bind_process,
     first_strings,
     model_ids,
+    on_this_host,
+    required_files,
 )
 from modelreg.validators.judge import evaluate_suite
 from modelreg.validators.launch import (
@@ -85,6 +97,25 @@ PROPS_KEPT = ("model_path", "model_alias", "model_name", "build_info", "total_sl
 GREEDY = {"temperature": 0}
 LLAMA_CPP_GREEDY = {"repeat_penalty": 1.0}
 FINISH_REASONS = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH}
+
+# Decode tokens/s no runtime reaches on a target's hardware; a figure above it is not believed.
+# Decoding one stream reads every weight once per token, so tokens/s is at most memory
+# bandwidth / weight bytes. The bandwidths are above the fastest hardware of each kind:
+# - cpu: 1.25 TB/s. A dual-socket server with 12 channels of DDR5-6400 per socket peaks at
+#   2 x 12 x 51.2 GB/s = 1.23 TB/s; a desktop has about 0.1 TB/s.
+# - neuron: 50 TB/s. trn2.48xlarge: 16 Trainium2 chips x 2.9 TB/s = 46 TB/s (inf2.48xlarge:
+#   12 Inferentia2 chips x 0.82 TB/s = 9.8 TB/s).
+# DECODE_HEADROOM: speculative decoding (several tokens accepted per pass), a mixture of experts
+# (only the active experts are read: Qwen3-30B-A3B reads a tenth of its weights per token) and
+# weights held in cache each let a runtime beat one full read per token; 16x covers them.
+# DECODE_TOKENS_PER_S_MAX: whatever the size, a stream cannot go faster than one forward pass
+# per token, every layer in turn. On a cpu host 5,000 tok/s is 0.2 ms per pass: about 100x
+# what llama.cpp does with the 135M SmolLM2 of the tests on one core of the test machine
+# (45 tok/s), the smallest model this registry has seen; neuron gets 4x that. The fake server
+# of issue 22 streamed its canned "Paris" at 33,333 tok/s.
+MEMORY_BANDWIDTH_MAX = {"cpu": 1.25e12, "neuron": 50e12}
+DECODE_HEADROOM = 16
+DECODE_TOKENS_PER_S_MAX = {"cpu": 5_000.0, "neuron": 20_000.0}
 
 
 @dataclass(frozen=True)
@@ -162,7 +193,7 @@ class _EndpointRun:
         self.evidence["endpoint"] = base_url
         client = OpenAIClient(base_url, token, self.deadline, trust_env=not _loopback(base_url))
         try:
-            return self.exchange(client, remote=not _loopback(base_url), resources=Resources())
+            return self.exchange(client, _host_port(base_url), resources=Resources())
         except EndpointUnavailable as exc:
             return _Verdict(Outcome.UNAVAILABLE, f"not run: {exc}")
         except EndpointTimeout as exc:
@@ -257,7 +288,7 @@ class _EndpointRun:
         facts = runtime_facts(runtime.log_lines())
         self.evidence["runtime"] = facts
         resources = Resources(load_ms=ready.ms)
-        verdict = self.exchange(client, remote=False, resources=resources)
+        verdict = self.exchange(client, ("127.0.0.1", runtime.port), resources=resources)
         if not runtime.running():
             return self._crashed(runtime, "while it was being asked")
         return verdict
@@ -310,8 +341,13 @@ class _EndpointRun:
 
     # -- what both share ------------------------------------------------------------------
 
-    def exchange(self, client: OpenAIClient, *, remote: bool, resources: Resources) -> _Verdict:
-        """Ask the server what it serves, bind its identity, run the suite, judge."""
+    def exchange(
+        self, client: OpenAIClient, on_host: tuple[str, int] | None, *, resources: Resources
+    ) -> _Verdict:
+        """Ask the server what it serves, bind its identity, run the suite, judge.
+
+        ``on_host``: (host, port) of a server on this host (its process is checked in /proc),
+        None for a remote one."""
         status, models = client.get_json("/v1/models")
         ids, sizes, params = model_ids(models) if status == 200 else ([], [], [])
         props_status, props = client.get_json("/props")
@@ -338,7 +374,7 @@ class _EndpointRun:
 
         answers = self._ask(client, ids[0] if ids else None)
         served.answered_as = first_strings(a.model for _, a in answers)
-        identity = bind_identity(self.ctx.record, self.ctx.files, served, remote=remote)
+        identity = self._identity(served, on_host)
         self.identity = identity
         self.evidence["identity"] = {"status": identity.status, "message": identity.message}
         self.evidence["identity"] |= identity.evidence
@@ -354,6 +390,18 @@ class _EndpointRun:
                 )
             )
         return self._judge(answers, resources)
+
+    def _identity(self, served: ServedModel, on_host: tuple[str, int] | None) -> IdentityVerdict:
+        """A remote server by its own report; one on this host by /proc (for a launch: only a
+        process of the runtime verify started counts)."""
+        record, files = self.ctx.record, self.ctx.files
+        claimed = bind_identity(record, files, served, remote=on_host is None)
+        if on_host is None:
+            return as_remote(claimed)
+        launched = None
+        if self.runtime is not None:
+            launched = {p.pid for p in self.runtime.processes()}
+        return on_this_host(claimed, bind_process(record, files, *on_host, launched=launched))
 
     def _ask(self, client: OpenAIClient, model_id: str | None) -> list[tuple[str, Answer]]:
         has_template = self.ctx.record.manifest.architecture.chat_template_sha256 is not None
@@ -446,12 +494,41 @@ class _EndpointRun:
             if verdict is not None:
                 generation["classification"] = verdict.classification
                 generation["reason"] = verdict.reason
+        self._plausibility(resources)
         self.evidence["generations"] = kept
         self.evidence["resources"] = resources.model_dump(mode="json")
         self.evidence["suite_result"] = result.model_dump(mode="json")
         if not result.passed:
             self.findings.append(_Finding(3, *self._suite_failure(result)))
         return self._verdict(result, kept, resources)
+
+    def _plausibility(self, resources: Resources) -> None:
+        """Flag figures no runtime on the target's hardware reaches (see DECODE_HEADROOM)."""
+        kind = self.ctx.target.kind
+        weights = weight_bytes(self.ctx)
+        ceiling = decode_ceiling(kind, weights)
+        self.evidence["plausible_max"] = {
+            "decode_tokens_per_s": ceiling,
+            "target_kind": kind,
+            "weight_bytes": weights,
+        }
+        measured = resources.decode_tokens_per_s
+        if measured is None or measured <= ceiling:
+            return
+        size = f" for {weights / 1e6:.0f} MB of weights" if weights else ""
+        flagged = [
+            f"decode {measured:.0f} tok/s, above the {ceiling:.0f} tok/s no {kind} host "
+            f"reaches{size}"
+        ]
+        self.evidence["implausible"] = flagged
+        self.findings.append(
+            _Finding(
+                4,
+                "implausible_figures",
+                f"implausible: [{'; '.join(flagged)}] (a canned answer, not a model: the run is "
+                "not believed)",
+            )
+        )
 
     def _suite_failure(self, result: SuiteResult) -> tuple[str, str]:
         if self.suite.name == GOLDEN_SUITE_NAME and result.failing_cases:
@@ -488,6 +565,30 @@ class _EndpointRun:
         return _Verdict(
             Outcome.PASS, f"{answered}; {identity}" + (f"; {', '.join(speed)}" if speed else "")
         )
+
+
+def _host_port(url: str) -> tuple[str, int] | None:
+    """(host, port) of a loopback URL, None for any other."""
+    if not _loopback(url):
+        return None
+    parts = urlsplit(url)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def weight_bytes(ctx: CheckContext) -> int | None:
+    """The bytes of the record's weights (None when a size is unknown)."""
+    sizes = [f.bytes for f in required_files(ctx.record)]
+    return sum(s for s in sizes if s is not None) if None not in sizes else None
+
+
+def decode_ceiling(kind: str, weights: int | None) -> float:
+    """The decode tokens/s above which one stream's figure is not believed on a ``kind``
+    target serving ``weights`` bytes (see DECODE_HEADROOM)."""
+    ceiling = DECODE_TOKENS_PER_S_MAX.get(kind, max(DECODE_TOKENS_PER_S_MAX.values()))
+    bandwidth = MEMORY_BANDWIDTH_MAX.get(kind)
+    if weights and bandwidth:
+        ceiling = min(ceiling, bandwidth * DECODE_HEADROOM / weights)
+    return round(ceiling, 1)
 
 
 def _speed(answers: list[tuple[str, Answer]]) -> dict[str, Any]:

@@ -13,12 +13,22 @@ its answers:
 3. Anything less is ``unconfirmed``: the run says so, and it blocks unless the target sets
    ``require_identity: false``. A named file with other bytes or a reported size that fits no
    file of the record is a ``mismatch``, which always fails, naming both sides.
+
+That is all a **remote** server can be judged by: its own report (``as_remote`` says so in the
+verdict). A server on **this host** (a loopback endpoint, or a runtime verify launched) is
+judged by the kernel instead (``bind_process``): the process listening on its port — and for a
+launch, only a process verify started — or a process it started must have every weights file
+of the record open or mapped, compared by device and inode with the file the digest check
+hashed (or, for a file the staging copied, by the sha256 of the bytes the process has open).
+What the server says about itself then decides only a ``mismatch``; it never confirms
+(``on_this_host``): a fake server can name the record's path, it cannot map the file without
+opening it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -26,6 +36,9 @@ from typing import Any, Literal
 from modelreg.errors import InvalidArtifact
 from modelreg.manifests.digest import sha256_file
 from modelreg.registry.store import Record
+from modelreg.schemas.manifest import FileEntry
+from modelreg.validators import procfs
+from modelreg.validators.procfs import OpenFile, ProcUnreadable
 
 WEIGHT_SUFFIXES = (".gguf", ".safetensors", ".bin", ".pt", ".pth", ".neff", ".onnx")
 
@@ -207,3 +220,221 @@ def model_ids(document: Any) -> tuple[list[str], list[int], list[int]]:
 
 def first_strings(values: Iterable[Any]) -> list[str]:
     return list(dict.fromkeys(v[:1000] for v in values if isinstance(v, str) and v))
+
+
+# -- a server on this host: what the kernel says ------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcessBinding:
+    """What ``/proc`` says about the process serving a port on this host."""
+
+    confirmed: bool
+    message: str  # how it was confirmed, or why it could not be
+    evidence: dict[str, Any]
+
+
+# Said when the serving process has none of the record's files: the usual innocent reason.
+NO_MMAP_HINT = (
+    "a runtime that reads the weights into memory and closes the file (--no-mmap) cannot be "
+    "confirmed this way"
+)
+
+
+def required_files(record: Record) -> list[FileEntry]:
+    """The files the serving process must have open or mapped: the record's weights (all of
+    them: every shard), else every file of the record."""
+    weights = [f for f in record.manifest.files if f.role == "weights"]
+    return weights or list(record.manifest.files)
+
+
+def _identity_of(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()  # through the staging's symbolic link, to the file itself
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _program(pid: int) -> str | None:
+    """The base name of ``pid``'s program (argv[0]), None when it cannot be read."""
+    argv = procfs.command_line(pid)
+    return PurePosixPath(argv[0]).name if argv else None
+
+
+def _name(pid: int) -> str:
+    program = _program(pid)
+    return f"pid {pid} ({program})" if program else f"pid {pid}"
+
+
+@dataclass
+class _Matcher:
+    """Finds a record file among the files a process has open or mapped."""
+
+    files: dict[str, Path]  # manifest path -> the file the digest check hashes
+    hashed: dict[frozenset[tuple[int, int]], str | None] = field(default_factory=dict)
+
+    def find(self, entry: FileEntry, found: list[OpenFile]) -> tuple[OpenFile, str] | None:
+        """The open or mapped file that is ``entry`` and how that was told: the same device
+        and inode as the file the digest check hashed, else (a file the staging copied, or a
+        copy the server was given) a file of the same size whose bytes hash to its sha256."""
+        local = self.files.get(entry.path)
+        identity = _identity_of(local) if local is not None else None
+        for candidate in found:
+            if identity is not None and identity in candidate.identities:
+                return candidate, "device and inode"
+        for candidate in found:
+            same_size = entry.bytes == candidate.size and candidate.read_via is not None
+            if entry.sha256 and same_size and self._sha256(candidate) == entry.sha256:
+                return candidate, "sha256"
+        return None
+
+    def _sha256(self, candidate: OpenFile) -> str | None:
+        if candidate.identities not in self.hashed:
+            try:
+                assert candidate.read_via is not None
+                self.hashed[candidate.identities] = sha256_file(Path(candidate.read_via))
+            except (InvalidArtifact, OSError):
+                self.hashed[candidate.identities] = None
+        return self.hashed[candidate.identities]
+
+
+def _listening_pids(
+    host: str, port: int, evidence: dict[str, Any]
+) -> tuple[dict[int, set[int]], str | None]:
+    """(pid -> listening socket inodes it holds, why that is not the whole answer)."""
+    where = f"{host}:{port}"
+    listeners = [s for s in procfs.listening_sockets(port) if procfs.reaches(s.address, host)]
+    evidence["listeners"] = [{"address": str(s.address), "inode": s.inode} for s in listeners]
+    if not listeners:
+        return {}, (
+            f"no socket listens on {where} in this host's network namespace (a server in a "
+            "container or behind a port forward cannot be checked from here)"
+        )
+    holders, unreadable = procfs.socket_holders({s.inode for s in listeners})
+    held = set().union(*holders.values()) if holders else set()
+    orphans = sorted(s.inode for s in listeners if s.inode not in held)
+    if orphans:
+        why = (
+            f"held by no process verify can read ({len(unreadable)} processes' /proc/PID/fd "
+            f"unreadable, e.g. {next(iter(unreadable.values()))}): run verify as the server's "
+            "user or as root"
+            if unreadable
+            else "held by no process"
+        )
+        return holders, f"the socket listening on {where} (inode {orphans[0]}) is {why}"
+    return holders, None
+
+
+def _check_listener(
+    pid: int, where: str, record: Record, matcher: _Matcher
+) -> tuple[bool, str, dict[str, Any]]:
+    """(confirmed, how or why not, evidence) for one listening process: it, or a process it
+    started, must have every required file of the record open or mapped."""
+    tree = [pid, *procfs.descendants(pid)]
+    seen = procfs.open_files(tree)
+    # Its program only: the rest of another's command line may hold a secret (--api_key).
+    evidence: dict[str, Any] = {"pid": pid, "program": _program(pid)}
+    if len(tree) > 1:
+        evidence["descendants"] = tree[1:]
+    if seen.unreadable:
+        evidence["unreadable"] = seen.unreadable
+    if pid in seen.unreadable:
+        return False, seen.unreadable[pid], evidence
+    matched, missing = [], []
+    for entry in required_files(record):
+        hit = matcher.find(entry, seen.files)
+        if hit is None:
+            missing.append(entry.path)
+            continue
+        found, by = hit
+        owner = "" if found.pid == pid else f" (through pid {found.pid}, which it started)"
+        matched.append(f"{entry.path} {found.how}{owner}")
+        evidence.setdefault("record_files", []).append(
+            {"path": entry.path, "pid": found.pid, "how": found.how, "as": found.path, "by": by}
+        )
+    listener = f"{_name(pid)} listening on {where}"
+    if not matched:
+        weights = sorted({f.path for f in seen.files if f.path.lower().endswith(WEIGHT_SUFFIXES)})
+        has = f"; it has {', '.join(weights[:5])}" if weights else f"; {NO_MMAP_HINT}"
+        return False, f"{listener} has no file of record {record.id} open or mapped{has}", evidence
+    if missing:
+        return (
+            False,
+            f"{listener} has {', '.join(matched)} but not {', '.join(missing)} open or mapped",
+            evidence,
+        )
+    return True, f"{listener} has {', '.join(matched)}", evidence
+
+
+def bind_process(
+    record: Record,
+    files: dict[str, Path],
+    host: str,
+    port: int,
+    launched: Collection[int] | None = None,
+) -> ProcessBinding:
+    """Whether the process serving ``host:port`` here has the record's files open or mapped.
+
+    Every process holding a socket that listens on the port (and reaches ``host``) must have
+    every weights file of the record open or mapped, itself or through a process it started.
+    ``launched``: the pids of the runtime verify started; a listener outside them is not the
+    runtime verify launched. ``files`` maps manifest paths to the files the digest check hashes.
+    """
+    where = f"{host}:{port}"
+    evidence: dict[str, Any] = {"port": port}
+    try:
+        holders, problem = _listening_pids(host, port, evidence)
+        if problem is not None:
+            return ProcessBinding(False, problem, evidence)
+        strangers = sorted(set(holders) - set(launched)) if launched is not None else []
+        if strangers:
+            return ProcessBinding(
+                False,
+                f"{_name(strangers[0])} listens on {where}, not a process of the runtime "
+                "verify launched",
+                evidence,
+            )
+        matcher = _Matcher(files)
+        confirmed = []
+        for pid in sorted(holders):
+            ok, message, seen = _check_listener(pid, where, record, matcher)
+            evidence.setdefault("processes", []).append(seen)
+            if not ok:
+                return ProcessBinding(False, message, evidence)
+            confirmed.append(message)
+    except ProcUnreadable as exc:
+        return ProcessBinding(False, str(exc), evidence)
+    return ProcessBinding(True, "; ".join(confirmed), evidence)
+
+
+def on_this_host(claimed: IdentityVerdict, process: ProcessBinding) -> IdentityVerdict:
+    """The identity of a server on this host: confirmed only by ``/proc``; what the server
+    says about itself (``claimed``) can still make it a mismatch, never a confirmation."""
+    evidence = claimed.evidence | {
+        "basis": "/proc: the process serving the port",
+        "claimed": {"status": claimed.status, "message": claimed.message},
+        "process": process.evidence | {"confirmed": process.confirmed, "message": process.message},
+    }
+    if claimed.status == "mismatch":
+        return IdentityVerdict("mismatch", claimed.message, evidence)
+    if process.confirmed:
+        return IdentityVerdict(
+            "confirmed", process.message, evidence, f"by /proc: {process.message}"
+        )
+    if claimed.status == "confirmed":
+        said = f" (the server's own report — {claimed.how} — is not proof on this host)"
+    else:
+        said = f"; by its own report: {claimed.message}"
+    return IdentityVerdict(
+        "unconfirmed", f"identity unconfirmed: {process.message}{said}", evidence
+    )
+
+
+def as_remote(claimed: IdentityVerdict) -> IdentityVerdict:
+    """The identity of a remote server: its own report, and the verdict says so."""
+    evidence = claimed.evidence | {
+        "basis": "the server's own report (remote: its process cannot be checked from here)"
+    }
+    how = f"{claimed.how}, as the remote server reports it (its process is not checked)"
+    return IdentityVerdict(claimed.status, claimed.message, evidence, how if claimed.how else "")

@@ -149,7 +149,19 @@ def test_running_server_with_shrunken_scales_is_degenerate_with_identity_confirm
     assert smoke.outcome is Outcome.FAIL and smoke.classification == "degenerate", smoke.summary
     evidence = smoke.evidence
     assert evidence["mode"] == "endpoint" and evidence["endpoint"] == scaled_server.url
-    assert evidence["identity"]["status"] == "confirmed"
+    identity = evidence["identity"]
+    assert identity["status"] == "confirmed" and identity["basis"].startswith("/proc")
+    # The llama.cpp server verify did not start maps the very file the digest check hashed.
+    (process,) = identity["process"]["processes"]
+    assert process["record_files"] == [
+        {
+            "path": scaled_server.model.name,
+            "pid": process["pid"],
+            "how": "mapped",
+            "as": str(scaled_server.model),
+            "by": "device and inode",
+        }
+    ]
     assert evidence["server"]["served_models"] == [str(scaled_server.model)]
     (generation,) = evidence["generations"]
     assert generation["classification"] == "degenerate" and generation["streamed"]
@@ -235,7 +247,8 @@ def test_verify_launches_the_server_and_passes_with_identity_confirmed(
     smoke = _smoke(report)
     assert smoke.outcome is Outcome.PASS, smoke.summary
     assert "answered 'The capital of France is Paris.'" in smoke.summary
-    assert "model confirmed by the file it serves" in smoke.summary
+    assert "model confirmed by /proc: pid " in smoke.summary
+    assert f"has {smollm2.name} mapped" in smoke.summary
     assert report.deployability.deployable
     evidence = smoke.evidence
     launch = evidence["launch"]
@@ -244,7 +257,12 @@ def test_verify_launches_the_server_and_passes_with_identity_confirmed(
     assert served.name == smollm2.name and served.parent.name.startswith("modelreg-stage-")
     assert launch["stopped"] == "stopped"
     assert 0 < launch["ready_ms"] < 120_000
+    # What it says about itself (the staged file) is kept; /proc is what confirms it.
     assert evidence["identity"]["files"] == [{"named": str(served), "record_file": smollm2.name}]
+    (process,) = evidence["identity"]["process"]["processes"]
+    assert process["pid"] in [p["pid"] for p in launch["processes"]]
+    assert process["record_files"][0]["by"] == "device and inode"
+    assert "implausible" not in evidence
     assert evidence["runtime"]["build_features"]["AVX"] == "1"
     resources = evidence["resources"]
     assert resources["load_ms"] == launch["ready_ms"]
@@ -293,7 +311,8 @@ def test_shrunken_scales_through_the_launched_server_are_degenerate(
 def test_unconfirmed_identity_blocks_unless_the_target_accepts_it(
     smollm2: Path, tmp_path: Path
 ) -> None:
-    aliased = _launch_yaml("--model_alias", "smollm2-prod")
+    # Reading the weights into memory (no mmap) leaves nothing in /proc to confirm it by.
+    aliased = _launch_yaml("--model_alias", "smollm2-prod", "--use_mmap", "False")
     spec = _write_targets(
         tmp_path,
         f"  strict:\n    hosts: ['{HOST}']\n    launch: {aliased}\n"
@@ -304,6 +323,7 @@ def test_unconfirmed_identity_blocks_unless_the_target_accepts_it(
     strict = registry.verify(record, "strict")
     smoke = _smoke(strict)
     assert smoke.outcome is Outcome.FAIL and smoke.classification == "identity_unconfirmed"
+    assert "identity unconfirmed: pid " in smoke.summary and "(--no-mmap)" in smoke.summary
     assert "it says 'smollm2-prod'" in smoke.summary and "require_identity: false" in smoke.summary
     assert smoke.evidence["generations"][0]["classification"] == "pass"  # it did say Paris
     assert not strict.deployability.deployable
