@@ -43,6 +43,9 @@ def environment() -> Environment:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        # Every value shown: controls, escape sequences and bidi overrides escaped (an uploaded
+        # host or evidence string cannot reorder the page), then HTML-escaped by autoescape.
+        finalize=_shown,
     )
     env.filters["gib"] = lambda n: "unknown" if n is None else f"{n / (1 << 30):.2f} GiB"
     env.filters["when"] = lambda t: "" if t is None else f"{t:%Y-%m-%d %H:%M:%S} UTC"
@@ -51,6 +54,16 @@ def environment() -> Environment:
     env.filters["shell"] = lambda s: shlex.quote(str(s))
     env.filters["runtime"] = views.runtime_summary
     return env
+
+
+def _shown(value: Any) -> Any:
+    from markupsafe import Markup
+
+    from modelreg.textsafe import for_terminal
+
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return for_terminal(value)
+    return value
 
 
 def render(template: str, http_status: int = 200, **context: Any) -> HTMLResponse:

@@ -165,3 +165,34 @@ def test_trickled_headers_are_cut_off(served: Served, monkeypatch: pytest.Monkey
     assert closed and time.monotonic() - started < 4
     with httpx.Client(base_url=served.url, timeout=10) as client:  # others are served
         assert client.get("/api/v1/status").status_code == 401
+
+
+def test_uploaded_text_cannot_reorder_a_page(served: Served, client_of: Clients) -> None:
+    """An uploaded host and evidence string with ESC/OSC and a bidi override reach the record
+    page escaped, not raw."""
+    from tests.helpers import PASSING, add_synthetic
+
+    record = add_synthetic(served.registry, 1)
+    hostile = "gpu\x1b]0;owned\x07box\u202etxt.exe"
+    now = "2026-01-01T00:00:00Z"
+    run = {
+        "target": "cpu",
+        "host": hostile,
+        "fingerprint": {"llama-cpp-python": "0.3.36"},
+        "checks": [
+            {
+                "check": c,
+                "required": True,
+                "outcome": "pass",
+                "summary": hostile,
+                "started_at": now,
+                "finished_at": now,
+            }
+            for c in PASSING
+        ],
+    }
+    assert client_of("verifier").post(f"/api/v1/records/{record}/runs", json=run).status_code == 201
+    page = client_of("reader").get(f"/records/{record}")
+    assert page.status_code == 200
+    assert "\u202e" not in page.text and "\x1b" not in page.text and "\x07" not in page.text
+    assert "\\u202e" in page.text and "\\x1b" in page.text
