@@ -91,6 +91,25 @@ def for_markdown(text: str) -> str:
     return escaped
 
 
+def for_json(text: str) -> str:
+    """JSON text with every character a terminal would not show as itself (C1 controls, bidi
+    overrides, zero-width and other format characters…) written as a ``\\uXXXX`` escape: the
+    same JSON value, but one that cannot reorder or recolour a terminal that prints it raw.
+    (JSON already escapes C0 controls; valid JSON only has such characters inside strings.)"""
+    if text.isascii():
+        return text
+    out: list[str] = []
+    for ch in text:
+        if ch.isprintable() or ch in "\n\r\t":
+            out.append(ch)
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            high, low = divmod(ord(ch) - 0x10000, 0x400)
+            out.append(f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}")
+    return "".join(out)
+
+
 def for_html(text: str) -> str:
     """``text`` as HTML character data or a quoted attribute value that renders as itself:
     ``& < > " '`` as entities and every character ``for_terminal`` escapes shown escaped

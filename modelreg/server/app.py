@@ -143,7 +143,12 @@ def error_json(status: int, code: str, message: str, hint: str | None) -> Respon
 
 def json_response(output: BaseModel, status: int = 200) -> Response:
     """An output model as the response body: serialized once, exactly as ``--json``."""
-    return Response(output.model_dump_json(), status_code=status, media_type="application/json")
+    from modelreg.textsafe import for_json
+
+    # Bidi overrides and C1 controls as \u escapes: the same JSON, harmless printed raw.
+    return Response(
+        for_json(output.model_dump_json()), status_code=status, media_type="application/json"
+    )
 
 
 def _first_validation_error(exc: RequestValidationError) -> str:

@@ -196,3 +196,15 @@ def test_uploaded_text_cannot_reorder_a_page(served: Served, client_of: Clients)
     assert page.status_code == 200
     assert "\u202e" not in page.text and "\x1b" not in page.text and "\x07" not in page.text
     assert "\\u202e" in page.text and "\\x1b" in page.text
+
+
+def test_json_escapes_what_would_reorder_a_terminal(served: Served, client_of: Clients) -> None:
+    from tests.helpers import add_synthetic, record_run
+
+    record = add_synthetic(served.registry, 1)
+    record_run(served.registry, record)
+    served.registry.hold(record, "why\u202eoverride\x85")
+    response = client_of("reader").get(f"/api/v1/records/{record}")
+    assert "\u202e" not in response.text and "\x85" not in response.text
+    assert "\\u202e" in response.text
+    assert response.json()["record"]["state"]["reason"] == "why\u202eoverride\x85"
