@@ -889,11 +889,8 @@ class Registry:
             reference_record = self.store.get(reference)
             if reference_record.id == record.id:
                 raise InvalidInput("--reference must name another record than the one verified")
-        key_path = sign_key or (
-            Path(os.environ["MODELREG_SIGNING_KEY"])
-            if os.environ.get("MODELREG_SIGNING_KEY")
-            else None
-        )
+        # $MODELREG_SIGNING_KEY: a key file's path or the PEM itself (kept as a string).
+        key_path: Path | str | None = sign_key or (os.environ.get("MODELREG_SIGNING_KEY") or None)
         private_key = None
         if key_path is not None:
             from modelreg.signing import load_private_key

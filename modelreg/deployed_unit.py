@@ -55,6 +55,28 @@ _IMAGE = re.compile(
 _SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
+# Prefixes of well-known API tokens (OpenAI, Hugging Face, GitHub, GitLab, Slack, AWS,
+# modelreg's own) — a token_env that starts with one is the token, not a variable name.
+_TOKEN_PREFIX = re.compile(
+    r"(?:sk|pk|rk)[-_][A-Za-z0-9]|hf_|gh[pousr]_|github_pat_|glpat-|xox[abpr]-|AKIA[0-9A-Z]{12}|mr_"
+)
+
+
+def looks_like_token(value: str) -> bool:
+    """Whether ``value``, though it could name an environment variable, is a token: a known
+    token prefix (``hf_``, ``ghp_``, ``sk_``, ``mr_``…) and 20 characters or more in all, or 32
+    or more characters mixing lowercase, uppercase and digits (variable names are written in
+    one case)."""
+    if _TOKEN_PREFIX.match(value) and len(value) >= 20:
+        return True
+    return (
+        len(value) >= 32
+        and any(ch.islower() for ch in value)
+        and any(ch.isupper() for ch in value)
+        and any(ch.isdigit() for ch in value)
+    )
+
+
 class UnitFieldError(ValueError):
     """A deployed-unit field of a target is not acceptable: which field, why, what to do."""
 
@@ -260,10 +282,20 @@ def check_runtime_fields(
             "checks a running server), not both",
         )
     if token_env is not None:
+        # The usual mistake is the token itself in token_env: the value is never quoted.
         if not _ENV_NAME.fullmatch(token_env):
             raise UnitFieldError(
                 "token_env",
-                f"{_shown(token_env)} is not an environment variable name",
+                f"its value ({len(token_env)} characters, not shown: it may be the token "
+                "itself) is not an environment variable name (letters, digits and '_', not "
+                "starting with a digit)",
+                "name the variable that holds the token, e.g. LLM_API_TOKEN — never the token",
+            )
+        if looks_like_token(token_env):
+            raise UnitFieldError(
+                "token_env",
+                f"its value ({len(token_env)} characters, not shown) looks like a token, not "
+                "the name of the environment variable that holds one",
                 "name the variable that holds the token, e.g. LLM_API_TOKEN — never the token",
             )
         if base is None:

@@ -41,12 +41,21 @@ class ErrorCode(StrEnum):
 
 
 class ModelregError(Exception):
-    """Base class. ``exit_code`` follows the CLI contract: 1 check failed, 2 bad input."""
+    """Base class. ``exit_code`` follows the CLI contract: 1 check failed, 2 bad input.
+
+    ``message`` and ``hint`` are kept with every secret hidden (``modelreg.secrets``: PEM
+    blocks, the signing key, token values, passwords in URLs), so no renderer — the CLI's
+    stderr line and JSON error, the HTTP server's error body — can show one.
+    """
 
     exit_code = 2
     code = ErrorCode.INVALID_INPUT
 
     def __init__(self, message: str, hint: str | None = None) -> None:
+        from modelreg.secrets import redact_secrets
+
+        message = redact_secrets(message)
+        hint = redact_secrets(hint) if hint is not None else None
         super().__init__(message)
         self.message = message
         self.hint = hint

@@ -13,6 +13,7 @@ import base64
 import binascii
 import hashlib
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,22 +51,49 @@ def _read(path: Path, what: str, limit: int) -> bytes:
     return read_bounded(path, max_bytes=limit, what=what)
 
 
-def load_private_key(path: Path) -> Any:
-    """An EC private key from a PEM file (unencrypted); one-line error naming the file."""
+def load_private_key(path: Path | str) -> Any:
+    """An EC private key (unencrypted PEM) from a key file; one-line error naming the file.
+
+    ``$MODELREG_SIGNING_KEY`` may hold the key itself rather than a path (CI secrets are
+    usually given so): a value that is key material (several lines, PEM armour, or a long run
+    of base64 — ``modelreg.secrets.looks_like_key_material``) is read as the key, and an error
+    then names the variable, never its value. Key material given any other way (``--sign-key``,
+    visible to every process on the host) is refused, unquoted."""
+    from modelreg.secrets import SIGNING_KEY_ENV, looks_like_key_material
+
+    if not looks_like_key_material(str(path)):
+        return _private_key(_read(Path(path), "private key", MAX_KEY_BYTES), str(path))
+    material = os.environ.get(SIGNING_KEY_ENV, "")
+    if not material or Path(material) != Path(path):
+        raise InvalidInput(
+            "the signing key path holds key material, not a path to a key file "
+            "(its value is not shown)",
+            f"give the key file's path, or put the key itself in ${SIGNING_KEY_ENV}",
+        )
+    data = material.strip().encode("utf-8", "surrogateescape")
+    if len(data) > MAX_KEY_BYTES:
+        raise InvalidInput(f"${SIGNING_KEY_ENV}: key material larger than {MAX_KEY_BYTES} bytes")
+    if b"-----" not in data:  # bare base64 (DER): armour it as PEM
+        data = b"-----BEGIN PRIVATE KEY-----\n" + data + b"\n-----END PRIVATE KEY-----\n"
+    return _private_key(data, f"${SIGNING_KEY_ENV} (key material)")
+
+
+def _private_key(data: bytes, where: str) -> Any:
+    """The EC private key in PEM ``data``; errors name ``where`` (a file, or the variable)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    data = _read(path, "private key", MAX_KEY_BYTES)
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidInput(
-            f"{path}: not a usable PEM private key ({str(exc).splitlines()[0]})",
+            f"{where}: not a usable PEM private key ({reason})",
             "make one with: openssl ecparam -name prime256v1 -genkey -noout -out key.pem",
         ) from None
     if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name not in _CURVES:
         raise InvalidInput(
-            f"{path}: a {type(key).__name__} key; signing needs an EC key on P-256, P-384 or "
+            f"{where}: a {type(key).__name__} key; signing needs an EC key on P-256, P-384 or "
             "P-521 (the curves model-signing supports)"
         )
     return key

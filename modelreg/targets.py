@@ -198,9 +198,10 @@ def _relative_to(base: Path, value: str) -> str:
 def _runtime_fields(path: Path, name: str, spec: _TargetSpec) -> RuntimeFields:
     """The deployed-unit fields, validated; one line naming the target and field if not."""
     from modelreg.deployed_unit import UnitFieldError, check_runtime_fields
+    from modelreg.secrets import note_token_env
 
     try:
-        return check_runtime_fields(
+        fields = check_runtime_fields(
             endpoint=spec.endpoint,
             token_env=spec.token_env,
             require_identity=spec.require_identity,
@@ -211,6 +212,9 @@ def _runtime_fields(path: Path, name: str, spec: _TargetSpec) -> RuntimeFields:
         )
     except UnitFieldError as exc:
         raise InvalidInput(f"{path}: targets.{name}.{exc.field}: {exc.message}", exc.hint) from None
+    # The variable's value is a bearer token: hidden from every message from now on.
+    note_token_env(fields.token_env)
+    return fields
 
 
 class _TargetsFile(BaseModel):

@@ -14,10 +14,12 @@ from urllib.parse import unquote
 HIDDEN = "***"
 # Query keys whose values are secrets, or say where one is (passfile, sslkey): hidden.
 _SECRET_KEY_RE = re.compile(r"pass|pwd|secret|token|key|auth|credential|signature", re.I)
-_URL_IN_TEXT_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+# A scheme is short (bounded: an unbounded one made a long run of letters quadratic).
+_URL_IN_TEXT_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s'\"<>]+")
 # libpq key=value strings ("host=db password=s3cret") and the like, in free text.
 _KEYWORD_SECRET_RE = re.compile(
-    r"(?i)\b([\w-]*(?:password|passwd|pwd|secret|token)[\w-]*)(\s*=\s*)('[^']*'|\"[^\"]*\"|[^\s&;,]+)"
+    r"(?i)\b([\w-]{0,64}?(?:password|passwd|pwd|secret|token)[\w-]{0,64})(\s*=\s*)"
+    r"('[^']*'|\"[^\"]*\"|[^\s&;,]+)"
 )
 
 
@@ -62,7 +64,10 @@ def redact_url(url: str) -> str:
 def redact_text(text: str) -> str:
     """``text`` (an exception message, a log line) with every URL in it passed through
     ``redact_url`` and every ``password=…``-like keyword value hidden."""
-    text = _URL_IN_TEXT_RE.sub(lambda m: redact_url(m.group(0)), text)
+    if "://" in text:
+        text = _URL_IN_TEXT_RE.sub(lambda m: redact_url(m.group(0)), text)
+    if "=" not in text:  # no keyword=value to hide (and no scan of a long text for one)
+        return text
     return _KEYWORD_SECRET_RE.sub(
         lambda m: m.group(0) if m.group(3) == HIDDEN else f"{m.group(1)}{m.group(2)}{HIDDEN}",
         text,

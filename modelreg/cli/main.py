@@ -8,6 +8,7 @@ an error is a JSON object on stdout too. Tracebacks only with ``MODELREG_DEBUG=1
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
 from typing import TYPE_CHECKING, Annotated
@@ -60,22 +61,38 @@ def _global(ctx: typer.Context, db: DbOption = None) -> None:
     ctx.obj = {"db": db}
 
 
+def _redacted(text: str) -> str:
+    """``text`` with every secret hidden — the last line of defence before an error is shown
+    (``modelreg.secrets``). The targets file's ``token_env`` variables count even when the
+    error came before (or from) reading it."""
+    from modelreg.secrets import note_token_envs_in_file, redact_secrets
+
+    with contextlib.suppress(Exception):  # e.g. MODELREG_HOME is a file: nothing to note
+        note_token_envs_in_file(config.targets_file())
+    return redact_secrets(text)
+
+
 def _error_json(code: str, message: str, hint: str | None) -> None:
     from modelreg.cli.render import emit
     from modelreg.schemas.output import ErrorBody, ErrorOutput
 
-    emit(ErrorOutput(error=ErrorBody(code=code, message=message, hint=hint)))
+    shown_hint = _redacted(hint) if hint is not None else None
+    emit(ErrorOutput(error=ErrorBody(code=code, message=_redacted(message), hint=shown_hint)))
+
+
+def _error_line(text: str) -> None:
+    """One line on stderr, secrets hidden, control characters escaped."""
+    from modelreg.cli.render import clean
+
+    sys.stderr.write(f"{clean(_redacted(text))}\n")
 
 
 def _report(exc: ModelregError, json_out: bool) -> int:
-    from modelreg.cli.render import clean
-    from modelreg.urls import redact_text
-
     if config.debug():
-        sys.stderr.write(redact_text(traceback.format_exc()))
+        sys.stderr.write(_redacted(traceback.format_exc()))
     if json_out:
         _error_json(exc.code.value, exc.message, exc.hint)
-    sys.stderr.write(f"error: {clean(str(exc))}\n")
+    _error_line(f"error: {exc}")
     return exc.exit_code
 
 
@@ -124,9 +141,13 @@ def main(argv: list[str] | None = None) -> int:
             _error_json(ErrorCode.INVALID_INPUT.value, exc.format_message(), "see --help")
         show = getattr(exc, "show", None)
         if show is not None:
-            show()
+            import io
+
+            shown = io.StringIO()
+            show(file=shown)  # click's usage text may quote an option's value: redacted
+            sys.stderr.write(_redacted(shown.getvalue()))
         else:
-            sys.stderr.write(f"error: {exc}\n")
+            _error_line(f"error: {exc}")
         return 2
     except ModelregError as exc:
         return _report(exc, json_out)
@@ -145,17 +166,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _internal(exc: BaseException, json_out: bool) -> int:
     """The one place an unexpected error becomes exit code 3 (secrets redacted)."""
-    from modelreg.cli.render import clean
-    from modelreg.urls import redact_text
-
     if config.debug():
-        sys.stderr.write(redact_text("".join(traceback.format_exception(exc))))
-    message = redact_text(f"{type(exc).__name__}: {exc}")
+        sys.stderr.write(_redacted("".join(traceback.format_exception(exc))))
+    message = _redacted(f"{type(exc).__name__}: {exc}")
     if json_out:
         _error_json(ErrorCode.INTERNAL.value, message, "rerun with MODELREG_DEBUG=1")
-    sys.stderr.write(
-        f"internal error: {clean(message)} (rerun with MODELREG_DEBUG=1 for a traceback)\n"
-    )
+    _error_line(f"internal error: {message} (rerun with MODELREG_DEBUG=1 for a traceback)")
     return 3
 
 

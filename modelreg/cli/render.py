@@ -2,7 +2,9 @@
 
 Every string shown on a terminal goes through ``clean``: text from artifacts, cards, target
 files, file names and flags cannot move the cursor, recolour the screen or break a record
-over two lines.
+over two lines. Messages (``say``) and errors (``modelreg.cli.main``) also go through
+``modelreg.secrets.redact_secrets``: no key, token or password in them reaches a CI log.
+Data (``out``, ``emit``) does not — ``token create`` prints its new secret there, once.
 """
 
 from __future__ import annotations
@@ -34,8 +36,11 @@ def out(text: str = "") -> None:
 
 
 def say(message: str) -> None:
-    """A message for the person at the terminal (stderr, so stdout stays data), cleaned."""
-    sys.stderr.write(clean(message) + "\n")
+    """A message for the person at the terminal (stderr, so stdout stays data), cleaned and
+    with every secret hidden (``modelreg.secrets``)."""
+    from modelreg.secrets import redact_secrets
+
+    sys.stderr.write(clean(redact_secrets(message)) + "\n")
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:

@@ -130,6 +130,9 @@ def http_status(exc: ModelregError) -> int:
 
 
 def error_json(status: int, code: str, message: str, hint: str | None) -> Response:
+    from modelreg.secrets import redact_secrets
+
+    message, hint = redact_secrets(message), redact_secrets(hint) if hint else hint
     body = ErrorOutput(error=ErrorBody(code=code, message=message, hint=hint))
     headers = {}
     if status == 401:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelreg.jsonio import parse_json
-from modelreg.urls import redact_text
+from modelreg.secrets import redact_secrets
 
 CONNECT_TIMEOUT_SECONDS = 5.0
 RETRIES = 2  # attempts after the first, for connection failures and 502 / 503 / 504
@@ -108,8 +108,13 @@ class OpenAIClient:
             }
         )
 
+    def _redact(self, text: str) -> str:
+        """``text`` from the server or the HTTP stack with every secret hidden, this client's
+        own token first (a server may echo the request's headers)."""
+        return redact_secrets(text, [self.token] if self.token else [])
+
     def _failed(self, method: str, path: str, exc: Exception) -> EndpointUnavailable:
-        detail = redact_text(str(exc)).splitlines()[0] if str(exc) else ""
+        detail = self._redact(str(exc)).splitlines()[0] if str(exc) else ""
         return EndpointUnavailable(
             f"{method} {self.base_url}{path}: {type(exc).__name__}"
             + (f": {detail}" if detail else "")
@@ -148,7 +153,7 @@ class OpenAIClient:
             if 300 <= response.status_code < 400:
                 raise EndpointUnavailable(
                     f"GET {path}: redirected (HTTP {response.status_code}) to "
-                    f"{redact_text(response.headers.get('location', '?'))}; give the final URL"
+                    f"{self._redact(response.headers.get('location', '?'))}; give the final URL"
                 )
             if response.status_code != 200:
                 return response.status_code, None
@@ -167,7 +172,7 @@ class OpenAIClient:
         return True
 
     def _http_error(self, method: str, path: str, status: int, body: bytes) -> str:
-        text = redact_text(body.decode("utf-8", errors="replace")).strip()
+        text = self._redact(body.decode("utf-8", errors="replace")).strip()
         text = " ".join(text.split())[:ERROR_BODY_CHARS]
         why = {401: " (the token was refused or is missing)", 403: " (forbidden)"}.get(status, "")
         return f"{method} {self.base_url}{path}: HTTP {status}{why}" + (f": {text}" if text else "")
@@ -231,7 +236,7 @@ class OpenAIClient:
             if document.get("error"):
                 raise EndpointUnavailable(
                     "the server reported an error: "
-                    + redact_text(str(document["error"]))[:ERROR_BODY_CHARS]
+                    + self._redact(str(document["error"]))[:ERROR_BODY_CHARS]
                 )
             model = model or (
                 document.get("model") if isinstance(document.get("model"), str) else None
