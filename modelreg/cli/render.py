@@ -26,8 +26,11 @@ def clean(text: Any) -> str:
 
 
 def emit(output: BaseModel) -> None:
-    """An output model as JSON on stdout (the ``--json`` contract)."""
-    sys.stdout.write(output.model_dump_json(indent=2) + "\n")
+    """An output model as JSON on stdout (the ``--json`` contract); bidi overrides, C1 and
+    format characters as \\u escapes (``textsafe.for_json``: the same JSON, harmless raw)."""
+    from modelreg.textsafe import for_json
+
+    sys.stdout.write(for_json(output.model_dump_json(indent=2)) + "\n")
 
 
 def out(text: str = "") -> None:

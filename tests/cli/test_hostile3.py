@@ -71,3 +71,15 @@ def test_show_names_the_origin_of_every_run(cli: Any, tmp_path: Path) -> None:
     header = next(line for line in out.splitlines() if line.startswith("when"))
     assert header.split()[:3] == ["when", "target", "origin"]
     assert "local" in out and "uploaded run" in out
+
+
+def test_json_output_escapes_bidi_and_c1(cli: Any, tmp_path: Path) -> None:
+    import json
+
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    registry = modelreg.open(db)
+    record = add_synthetic(registry, 1)
+    registry.hold(record, "why\u202eoverride\x85")
+    code, out, _ = cli("--db", db, "show", record, "--json")
+    assert code == 0 and "\u202e" not in out and "\x85" not in out and "\\u202e" in out
+    assert json.loads(out)["record"]["state"]["reason"] == "why\u202eoverride\x85"
