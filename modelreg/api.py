@@ -1182,7 +1182,9 @@ class Registry:
         if view.state(to).state is RecordStateKind.RETIRED:
             raise InvalidInput(f"--to {to}: retired; a retired record never takes production")
         history = view.promotions(target)
-        if history and history[-1].record_id == to:
+        if history and history[-1].record_id == to and history[-1].action != "rollback":
+            # (Production put there by a rollback: the same --to again is a no-op, decided by
+            # the rules like any repeat.)
             raise InvalidInput(f"--to {to}: already production for {model_id} on {target}")
         if to not in {p.record_id for p in history}:
             raise InvalidInput(

@@ -176,8 +176,10 @@ def library_digest(path: Path | str) -> str:
 
 # -- which shared objects are the inference runtime ---------------------------------------
 # A runtime child maps ~100 shared objects; only these can change what a model answers. The
-# rest (markupsafe's _speedups, libsqlite3, libcrypto, the interpreter's own extension
-# modules) are kept in the run's evidence (``mapped_libraries``) and never expire it.
+# rest (markupsafe's _speedups, libsqlite3, libcrypto, libssl, libz, libc, the interpreter's
+# own extension modules) are kept in the run's evidence (``mapped_libraries``) and never
+# expire it. A library a runtime depends on for its arithmetic belongs here: when in doubt,
+# add it (a needless re-verify costs minutes; a missed change costs an incident).
 INFERENCE_LIBRARY_PREFIXES = (
     # llama.cpp
     "libllama",
@@ -204,6 +206,28 @@ INFERENCE_LIBRARY_PREFIXES = (
     "libneuron",
     "libtorchneuron",
     "libncfw",
+    # GPU runtimes and their math libraries (CUDA, ROCm), should a runtime map them
+    "libcuda",
+    "libcublas",
+    "libcudnn",
+    "libcufft",
+    "libcurand",
+    "libcusparse",
+    "libcusolver",
+    "libnccl",
+    "libnvrtc",
+    "libnvjitlink",
+    "librocblas",
+    "libhipblas",
+    "libamdhip",
+    "libmiopen",
+    "librccl",
+    # the C math and C++ runtimes the kernels call (expf, the C++ standard library)
+    "libm.so",
+    "libm-",
+    "libmvec",
+    "libstdc++",
+    "libgcc_s",
 )
 # Extension modules inside these packages are the runtime too (torch's _C, the tokenizer).
 INFERENCE_PACKAGE_DIRS = (
@@ -215,6 +239,10 @@ INFERENCE_PACKAGE_DIRS = (
     "/libneuronxla/",
     "/neuronx_distributed/",
     "/opt/aws/neuron/",
+    "/nvidia/",
+    "/sentencepiece/",
+    "/tiktoken/",
+    "/safetensors/",
 )
 
 

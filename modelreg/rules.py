@@ -228,11 +228,18 @@ def counting_run(
         return None, []
     # The newest signed run is the one signed last (what the signature covers), never the one
     # whose checks claim the latest finish.
-    signed = sorted(
-        (r for r in ordered if r.envelope is not None),
-        key=lambda r: r.signed_at or _LONG_AGO,
-        reverse=True,
-    )
+    signed = [r for r in ordered if r.envelope is not None]
+    if any(r.signed_at is None for r in signed):
+        # A signed run whose signed time cannot be read could be the newest: nothing counts.
+        return None, [
+            Reason(
+                ReasonCode.UNTRUSTED_EVIDENCE,
+                f"a signed run on {target} names no readable signed time, so which signed run "
+                "is newest cannot be told",
+                f"modelreg verify {record_id} --target {target} --sign-key KEY.pem",
+            )
+        ]
+    signed.sort(key=lambda r: r.signed_at or _LONG_AGO, reverse=True)
     if not signed:
         return None, [
             Reason(
@@ -465,6 +472,12 @@ def decide_rollback(
         )
     current = history[-1].record_id
     if to is not None:
+        if to == current and history[-1].action == "rollback" and readiness(current).ready:
+            return RollbackDecision(  # the same --to applied again: safe, changes nothing
+                RollbackAction.NOTHING_TO_DO,
+                current,
+                why=f"production is {current}, put there by a rollback, and it is deployable",
+            )
         if to == current:
             return RollbackDecision(
                 RollbackAction.NO_CANDIDATE, current, why=f"{to} is production already"

@@ -345,3 +345,23 @@ def test_a_model_card_carries_no_local_paths(registry: Any, tmp_path: Path) -> N
     card = registry.card_render(record, tmp_path / "card.md")
     text = (tmp_path / "card.md").read_text()
     assert "/root/" not in text and "1 libraries" in text, card
+
+
+def test_rollback_to_applied_twice_changes_nothing(registry: Any) -> None:
+    a, _b, _c = _three_promoted(registry)
+    registry.rollback(MODEL, "cpu", why="both suspect", to=a)
+    again = registry.rollback(MODEL, "cpu", why="retried after a timeout", to=a)
+    assert again.decision == "nothing_to_do" and again.applied is None
+    assert _production(registry) == a
+
+
+def test_a_gpu_math_library_expires_evidence(registry: Any, tmp_path: Path) -> None:
+    cublas = tmp_path / "nvidia" / "cublas" / "lib" / "libcublas.so.12"
+    cublas.parent.mkdir(parents=True)
+    cublas.write_bytes(b"\x7fELF cublas 12.1")
+    record = add_synthetic(registry, 1)
+    fingerprint = runtime_fingerprint(registry.target("cpu"), "llama.cpp", libraries=[cublas])
+    record_run(registry, record, fingerprint=fingerprint)
+    assert registry.deployability(record, "cpu").deployable
+    cublas.write_bytes(b"\x7fELF cublas 12.4")
+    assert registry.deployability(record, "cpu").stale

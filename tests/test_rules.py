@@ -134,3 +134,17 @@ def test_repromoted_record_is_listed_once() -> None:
     )
     assert rules.rollback_candidates(history) == ["r1", "r2"]
     assert rules.rollback_candidates([]) == []
+
+
+def test_a_signed_run_without_a_readable_signed_time_blocks_every_signed_run() -> None:
+    """Which signed run is newest cannot be told: nothing counts (never the older pass)."""
+    from datetime import UTC, datetime
+
+    from modelreg import rules
+
+    check = rules.CheckVerdict("digest", True, "pass", None, datetime.now(UTC), "r1", {})
+    signed = rules.StoredRun("r1", (check,), "uploaded", {"payload": "x"}, False, None)
+    run, reasons = rules.counting_run(
+        "r_1", "edge", [signed], rules.TrustPolicy(verifier_keys={}), None
+    )
+    assert run is None and "no readable signed time" in reasons[0].message

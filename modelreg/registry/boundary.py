@@ -14,6 +14,7 @@ Rows stored before this check (or by a writer that bypassed it) are found by ``p
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,8 +27,20 @@ MAX_DEPTH = 64
 REPLACEMENT = "\ufffd"
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def text_problem(text: str) -> str | None:
-    """Why ``text`` cannot be stored as UTF-8 (None: it can)."""
+    """Why ``text`` cannot be stored as UTF-8 text on both backends (None: it can): a NUL
+    (PostgreSQL refuses it in text; SQLite would keep it) or a lone surrogate."""
+    if "\x00" in text:
+        return "holds a NUL character"
+    return _surrogate_problem(text)
+
+
+def _surrogate_problem(text: str) -> str | None:
+    """Why ``text`` is not valid Unicode (a lone surrogate), None when it is. Inside JSON a
+    NUL is written as an escape and reads back on both backends: only this is checked there."""
     if text.isascii():
         return None
     try:
@@ -44,7 +57,7 @@ def value_problem(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, str):
-            problem = text_problem(item)
+            problem = _surrogate_problem(item)
             if problem is not None:
                 return problem
         elif isinstance(item, dict | list):
@@ -52,7 +65,7 @@ def value_problem(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
                 return f"is nested deeper than {max_depth} levels"
             children = item.items() if isinstance(item, dict) else enumerate(item)
             for key, child in children:
-                if isinstance(key, str) and (problem := text_problem(key)) is not None:
+                if isinstance(key, str) and (problem := _surrogate_problem(key)) is not None:
                     return problem
                 stack.append((child, depth + 1))
     return None
@@ -64,7 +77,10 @@ def column_problem(name: str, value: Any) -> str | None:
         return None
     problem = text_problem(value)
     # Only JSON that could hide a problem is parsed: an escape (\\ud800 is one) or deep nesting.
-    suspicious = "\\u" in value or value.count("[") + value.count("{") > MAX_DEPTH
+    suspicious = (
+        _SURROGATE_ESCAPE.search(value) is not None
+        or value.count("[") + value.count("{") > MAX_DEPTH
+    )
     if problem is None and name.endswith("_json") and suspicious:
         try:
             parsed = json.loads(value)
@@ -137,6 +153,8 @@ def loads_readable(text: str) -> Any:
         value = json.loads(text)
     except RecursionError:
         return {"quarantined": "nested too deep to read"}
+    if not (_SURROGATE_ESCAPE.search(text) or text.count("[") + text.count("{") > MAX_DEPTH):
+        return value  # nothing the boundary refuses can be in it: no walk on the hot path
     if value_problem(value) is None:
         return value
     return sanitized(value)

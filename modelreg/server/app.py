@@ -313,10 +313,13 @@ class Guard:
             await send(message)
 
         if refusal is None and length is not None and int(length) > 0:
-            refusal = await self._refuse_writer(scope)
+            if scope.get("method") in ("GET", "HEAD"):
+                refusal = (400, ErrorCode.INVALID_INPUT.value, "a GET carries no body", None)
+            else:
+                refusal = await self._refuse_writer(scope)
             if refusal is None:
                 limit = self.max_body_bytes
-                if scope.get("path") == "/login":
+                if scope.get("path") in ("/login", "/logout"):  # forms of anyone: small
                     limit = min(limit, self.LOGIN_BODY_BYTES)
                 body, refusal = await self._read_body(receive, min(int(length), limit), limit)
                 if refusal is None:
@@ -355,8 +358,10 @@ class Guard:
 
         chunks: list[bytes] = []
         size = 0
+        # 30 s, and more for a large body: at least 256 KiB/s is asked of a slow link.
+        seconds = max(self.BODY_SECONDS, expected / (256 << 10))
         try:
-            with anyio.fail_after(self.BODY_SECONDS):
+            with anyio.fail_after(seconds):
                 while True:
                     message = await receive()
                     if message["type"] != "http.request":
@@ -382,7 +387,7 @@ class Guard:
             return b"", (
                 408,
                 "request_timeout",
-                f"the body took over {self.BODY_SECONDS:g} s",
+                f"the body took over {seconds:.0f} s",
                 None,
             )
         if size != expected:

@@ -135,13 +135,36 @@ class _Finding:
 
 
 def _loopback(url: str) -> bool:
-    hostname = urlsplit(url).hostname or ""
-    if hostname == "localhost":
+    """Does ``url`` reach a server on this host? By what the host resolves to, not how it is
+    spelt: ``localhost.``, ``127.1``, ``0.0.0.0``, ``[::ffff:127.0.0.1]`` and this machine's
+    own name or addresses all do — so a server there is judged by /proc, never by its word."""
+    import socket
+
+    hostname = (urlsplit(url).hostname or "").rstrip(".")
+    if hostname in ("localhost", socket.gethostname()):
         return True
     try:
-        return ipaddress.ip_address(hostname).is_loopback
-    except ValueError:
+        infos = socket.getaddrinfo(hostname, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
         return False
+    local = _local_addresses()
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        mapped = getattr(address, "ipv4_mapped", None)
+        for candidate in (address, mapped) if mapped is not None else (address,):
+            if candidate.is_loopback or candidate.is_unspecified or str(candidate) in local:
+                return True
+    return False
+
+
+def _local_addresses() -> set[str]:
+    """The addresses of this host's interfaces (best effort, from its own name)."""
+    import socket
+
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None)}
+    except OSError:
+        return set()
 
 
 def model_argument(ctx: CheckContext) -> str:
@@ -571,8 +594,21 @@ def _host_port(url: str) -> tuple[str, int] | None:
     """(host, port) of a loopback URL, None for any other."""
     if not _loopback(url):
         return None
+    import socket
+
     parts = urlsplit(url)
-    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    hostname = (parts.hostname or "").rstrip(".")
+    if hostname == "localhost":
+        return hostname, port  # /proc is searched for both of its addresses
+    try:  # the address the connection goes to, as /proc lists listeners by address
+        address = ipaddress.ip_address(
+            str(socket.getaddrinfo(hostname, port, proto=socket.IPPROTO_TCP)[0][4][0])
+        )
+    except (OSError, UnicodeError, ValueError, IndexError):
+        return hostname, port
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped or address), port
 
 
 def weight_bytes(ctx: CheckContext) -> int | None:

@@ -208,3 +208,22 @@ def test_json_escapes_what_would_reorder_a_terminal(served: Served, client_of: C
     assert "\u202e" not in response.text and "\x85" not in response.text
     assert "\\u202e" in response.text
     assert response.json()["record"]["state"]["reason"] == "why\u202eoverride\x85"
+
+
+def test_bodies_of_anyone_are_small_and_gets_carry_none(served: Served, tokens: dict) -> None:
+    big = b"POST /logout HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + b"a" * 65536
+    assert _status(_raw(served, big)) == 413  # before: 16 MiB read for anyone
+    get = (
+        b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+        b"Authorization: Bearer " + tokens["reader"].encode() + b"\r\n\r\nhello"
+    )
+    assert _status(_raw(served, get)) == 400
+
+
+def test_a_nul_is_refused_at_the_door(served: Served, client_of: Clients) -> None:
+    from tests.helpers import add_synthetic
+
+    record = add_synthetic(served.registry, 1)
+    held = client_of("releaser").post(f"/api/v1/records/{record}/hold", json={"why": "a\x00b"})
+    assert held.status_code == 422, held.text  # before: 500 on PostgreSQL, stored on SQLite
+    assert served.registry.store.state(record).state.value == "active"

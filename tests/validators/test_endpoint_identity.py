@@ -450,3 +450,17 @@ def test_decode_ceiling_is_the_tighter_of_the_two_bounds() -> None:
     # 70 GB of weights on a CPU host: at most 1.25 TB/s x 16 / 70 GB.
     assert decode_ceiling("cpu", 70_000_000_000) == pytest.approx(285.7, abs=0.1)
     assert decode_ceiling("neuron", 98_000_000) == DECODE_TOKENS_PER_S_MAX["neuron"]
+
+
+def test_every_spelling_of_this_host_is_judged_by_proc() -> None:
+    from modelreg.validators.endpoint import _loopback
+
+    for url in (
+        "http://localhost.:8080",
+        "http://0.0.0.0:8080",
+        "http://[::ffff:127.0.0.1]:8080",
+        "http://127.1:8080",
+        f"http://{__import__('socket').gethostname()}:8080",
+    ):
+        assert _loopback(url), url
+    assert not _loopback("http://example.invalid:8080")
