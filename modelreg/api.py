@@ -955,6 +955,10 @@ class Registry:
         from modelreg import host
         from modelreg.fingerprint import is_inference_library, libraries_of
         from modelreg.registry.store import new_run_id
+        from modelreg.validators.verify import exercised_runtime
+
+        # Declared ⇒ exercised: a pass of the bundled runtime says nothing of a declared other.
+        results = exercised_runtime(results, target)
 
         # Every mapped object stays in the evidence; the fingerprint names the runtime's own.
         libraries = sorted(

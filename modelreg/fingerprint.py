@@ -75,6 +75,11 @@ def _version(package: str) -> str:
     return _VERSIONS[key]
 
 
+def package_version(package: str) -> str:
+    """An installed package's version ("not installed" when it is not)."""
+    return _version(package)
+
+
 def _mtime(entry: str) -> int:
     try:
         return os.stat(entry or ".").st_mtime_ns

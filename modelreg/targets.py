@@ -16,7 +16,8 @@ User-defined targets come from a YAML file (``$MODELREG_TARGETS`` or
         hosts: ["xeon-*"]          # hostnames (globs) that are this target
         golden_prompts:
           - {prompt: "Q: What is the capital of France?\\nA:", expect: Paris}
-        runtime: {llama.cpp: b6000}  # what its hosts run: evidence expires when it changes
+        runtime: {llama.cpp: b6000}  # what its hosts run (evidence expires when it changes;
+                                     # verify must exercise it: give launch or endpoint)
         verify_timeout_seconds: 300  # default: 300 for cpu targets, 900 for neuron targets
         # The runtime that serves (README: "Checking the deployed runtime"):
         # verify starts it on 127.0.0.1 with the record's file and judges what it answers.

@@ -185,7 +185,16 @@ def synthetic_manifest(i: int, model_id: str = "rules/alpha", **updates: object)
     return Manifest.model_validate(manifest.model_dump() | updates) if updates else manifest
 
 
-SYNTHETIC_BYTES = Path(tempfile.gettempdir()) / "modelreg-synthetic-bytes"
+def synthetic_bytes() -> Path:
+    """Where synthetic records' copies live: under this test's MODELREG_HOME (every test, and
+    every example of the state machine, has its own), so that no other test — nor another
+    test run on the same machine — can delete or change them under it."""
+    import os
+
+    home = os.environ.get("MODELREG_HOME")
+    if home:
+        return Path(home) / "synthetic-bytes"
+    return Path(tempfile.gettempdir()) / f"modelreg-synthetic-bytes-{os.getpid()}"
 
 
 def add_synthetic(
@@ -205,7 +214,7 @@ def add_synthetic(
     manifest = synthetic_manifest(i, model_id, **updates)
     record, _ = registry.store.add(manifest, Path("/synthetic"), "tester")
     if fetchable if fetchable is not None else "files" not in updates:
-        directory = SYNTHETIC_BYTES / record.id
+        directory = synthetic_bytes() / record.id
         directory.mkdir(parents=True, exist_ok=True)
         for f in manifest.files:
             (directory / f.path).parent.mkdir(parents=True, exist_ok=True)

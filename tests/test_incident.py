@@ -17,7 +17,7 @@ import modelreg
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
 from modelreg.fingerprint import runtime_fingerprint
 from modelreg.rules import ReasonCode
-from tests.helpers import SYNTHETIC_BYTES, add_synthetic, key_pair, record_run
+from tests.helpers import add_synthetic, key_pair, record_run, synthetic_bytes
 
 MODEL = "rules/alpha"
 SUITE = """schema_version: 1
@@ -175,13 +175,13 @@ def test_imported_runs_read_not_counted_never_failing(registry: Any, tmp_path: P
 
 def test_no_rollback_to_bytes_nobody_has(registry: Any) -> None:
     a, b, c = _three_promoted(registry)
-    shutil.rmtree(SYNTHETIC_BYTES / b)
+    shutil.rmtree(synthetic_bytes() / b)
     plan = registry.rollback_plan(MODEL, "cpu")
     assert plan.candidate.record.record_id == a  # B is passed over: no fetchable copy
     (passed_over,) = plan.rejected
     assert passed_over.record_id == b and "no fetchable copy" in passed_over.why
     assert passed_over.hint.startswith(f"modelreg locate {b} --add")
-    shutil.rmtree(SYNTHETIC_BYTES / a)
+    shutil.rmtree(synthetic_bytes() / a)
     with pytest.raises(NoRollbackCandidate) as caught:
         registry.rollback(MODEL, "cpu", why="C is bad")
     assert "no fetchable copy" in caught.value.message
@@ -194,7 +194,7 @@ def test_the_gate_needs_a_fetchable_copy(registry: Any, cli: Any, tmp_path: Path
     registry.promote(record, "cpu", why="good")
     sha = registry.store.files([record])[record][0].sha256
     assert registry.gate(MODEL, "cpu", sha).passed
-    (SYNTHETIC_BYTES / record / "m1.gguf").write_bytes(b"truncated")
+    (synthetic_bytes() / record / "m1.gguf").write_bytes(b"truncated")
     gate = registry.gate(MODEL, "cpu", sha)
     assert not gate.passed and "no recorded location has its files" in gate.reasons[0].message
     entry = registry.status(MODEL, "cpu").entries[0]

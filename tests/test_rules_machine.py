@@ -39,7 +39,7 @@ from modelreg import host
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
 from modelreg.fingerprint import inference_view, runtime_fingerprint
 from modelreg.schemas.verification import CheckResult, Outcome
-from tests.helpers import SYNTHETIC_BYTES, add_synthetic, key_pair
+from tests.helpers import add_synthetic, key_pair, synthetic_bytes
 
 settings.register_profile(
     "ci",
@@ -112,6 +112,7 @@ class RegistryMachine(RuleBasedStateMachine):
         self.registry = modelreg.open(f"sqlite:///{self.dir / 'registry.db'}")
         self.memory = 16
         self.trusted = False
+        self.declared: str | None = None  # a runtime: declaration of the target
         self.private, self.public = key_pair(self.dir, "ci")
         self._define_target()
         self.ggml = self.dir / "lib" / "libggml-cpu.so"
@@ -130,7 +131,7 @@ class RegistryMachine(RuleBasedStateMachine):
         self.registry.store.engine.dispose()
         shutil.rmtree(self.dir, ignore_errors=True)
         for record_id in self.added:
-            shutil.rmtree(SYNTHETIC_BYTES / record_id, ignore_errors=True)
+            shutil.rmtree(synthetic_bytes() / record_id, ignore_errors=True)
         if self.old_home is None:
             os.environ.pop("MODELREG_HOME", None)
         else:
@@ -141,6 +142,8 @@ class RegistryMachine(RuleBasedStateMachine):
     def _define_target(self) -> None:
         spec = self.dir / "targets.yaml"
         trust = f"    trust: {{verifier_keys: ['{self.public}']}}\n" if self.trusted else ""
+        if self.declared is not None:
+            trust += f"    runtime: {{llama.cpp: '{self.declared}'}}\n"
         spec.write_text(
             f"targets:\n  {TARGET}:\n    kind: cpu\n    hosts: ['{host.hostname()}']\n"
             f"    memory_gib: {self.memory}\n" + trust
@@ -214,9 +217,17 @@ class RegistryMachine(RuleBasedStateMachine):
     def detach_suite(self) -> None:
         self.registry.detach_suite(MODEL, actor="machine")
 
-    @rule(memory=st.sampled_from([16, 32]), trusted=st.booleans())
-    def redefine_target(self, memory: int, trusted: bool) -> None:
-        self.memory, self.trusted = memory, trusted
+    @rule(
+        memory=st.sampled_from([16, 32]),
+        trusted=st.booleans(),
+        declared=st.sampled_from([None, None, "bundled", "ik_llama.cpp b3900"]),
+    )
+    def redefine_target(self, memory: int, trusted: bool, declared: str | None) -> None:
+        from modelreg.fingerprint import package_version
+
+        if declared == "bundled":
+            declared = f"llama-cpp-python {package_version('llama-cpp-python')}"
+        self.memory, self.trusted, self.declared = memory, trusted, declared
         self._define_target()
 
     @rule(
@@ -365,12 +376,12 @@ class RegistryMachine(RuleBasedStateMachine):
 
     @rule(record=records)
     def lose_copy(self, record: str) -> None:
-        shutil.rmtree(SYNTHETIC_BYTES / record, ignore_errors=True)
+        shutil.rmtree(synthetic_bytes() / record, ignore_errors=True)
 
     @rule(record=records)
     def restore_copy(self, record: str) -> None:
         manifest = self.registry.get(record).manifest
-        directory = SYNTHETIC_BYTES / record
+        directory = synthetic_bytes() / record
         directory.mkdir(parents=True, exist_ok=True)
         for f in manifest.files:
             assert f.bytes is not None
@@ -468,6 +479,8 @@ class RegistryMachine(RuleBasedStateMachine):
                 SEEN["signed"] += 1
             else:
                 assert run.origin == "local"
+                # Invariant 7: a declared runtime the bundled one is not was never exercised.
+                assert self.declared is None or self.declared.startswith("llama-cpp-python")
                 event("deployable on a local run")
                 SEEN["local"] += 1
             checks = self.registry.store.run_checks(verdict.run_id)

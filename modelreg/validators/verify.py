@@ -93,6 +93,53 @@ def bind_to_staging(
     return bound
 
 
+# The bundled runtime each generation check runs: (the runtime's name in targets.yaml, the
+# package that brings it).
+_BUNDLED_RUNTIME = {
+    "gguf-cpu-smoke": ("llama.cpp", "llama-cpp-python"),
+    "transformers-cpu-smoke": ("transformers", "transformers"),
+    "neuron-smoke": ("neuron", "torch-neuronx"),
+}
+
+
+def exercised_runtime(results: list[CheckResult], target: Target) -> list[CheckResult]:
+    """Declared ⇒ exercised: a generation check ran modelreg's bundled runtime, so a target
+    that declares another (``runtime: {llama.cpp: ik_llama.cpp b3900}``) learns nothing about
+    it from that run — the check says ``unavailable`` (never a pass), naming what was declared
+    and what ran, and how to have the declared one exercised (``launch`` or ``endpoint``). A
+    declaration the bundled runtime satisfies (``llama.cpp: llama-cpp-python 0.3.36`` or
+    ``0.3.36``) is exercised. The evidence names the runtime that answered either way."""
+    from modelreg.fingerprint import package_version
+
+    bound = []
+    for result in results:
+        bundled = _BUNDLED_RUNTIME.get(result.check)
+        if bundled is None:
+            bound.append(result)
+            continue
+        runtime, package = bundled
+        version = package_version(package)
+        exercised = f"{package} {version}"
+        evidence = dict(result.evidence) | {"exercised_runtime": exercised}
+        result = result.model_copy(update={"evidence": evidence})
+        accepted = {version, exercised, f"{package}=={version}"}
+        unexercised = [
+            f"{name} {value}"
+            for name, value in target.runtime.items()
+            if not (name in (runtime, package) and str(value).strip() in accepted)
+        ]
+        if unexercised and result.outcome is not Outcome.UNAVAILABLE:
+            result = _replace(
+                result,
+                Outcome.UNAVAILABLE,
+                f"declared {', '.join(unexercised)}, exercised {exercised}: give `launch` or "
+                f"`endpoint` in {target.name}'s definition so verify runs the declared runtime",
+                "runtime_not_exercised",
+            )
+        bound.append(result)
+    return bound
+
+
 def measured_memory(results: list[CheckResult], target: Target) -> list[CheckResult]:
     """A runtime that really used more memory than the target's budget fails host-compat,
     with the estimate and the measurement side by side."""

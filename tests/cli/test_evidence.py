@@ -16,7 +16,7 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A user-defined target that is this host and declares the llama.cpp build it runs."""
     spec = tmp_path / "targets.yaml"
     monkeypatch.setenv("MODELREG_TARGETS", str(spec))
-    _declare(spec, "b6000")
+    _declare(spec, "0.3.36")  # the bundled runtime: what verify exercises here
     return spec
 
 
@@ -43,10 +43,12 @@ def test_runtime_change_makes_evidence_stale_until_reverified(
     assert code == 0 and report["passed"]
     assert _deployable(cli, record, "cpu-fleet")["deployable"] is True
 
-    _declare(fleet, "b6001")
+    _declare(fleet, "llama-cpp-python 0.3.36")  # the same runtime, declared another way
     verdict = _deployable(cli, record, "cpu-fleet")
     assert verdict["deployable"] is False
-    assert verdict["messages"] == ["stale: runtime changed (declared llama.cpp b6000 → b6001)"]
+    assert verdict["messages"] == [
+        "stale: runtime changed (declared llama.cpp 0.3.36 → llama-cpp-python 0.3.36)"
+    ]
     assert verdict["stale"] and verdict["reasons"][0]["code"] == "stale_runtime"
     assert verdict["reasons"][0]["hint"] == f"modelreg verify {record} --target cpu-fleet"
     code, out, _ = cli("list", "--deployable-on", "cpu-fleet", "--json")
@@ -103,3 +105,22 @@ def test_hold_release_retire(cli, smollm2: Path, tmp_path: Path) -> None:
 
     kinds = [e["kind"] for e in json.loads(cli("history", SMOL_ID, "--json")[1])["events"]]
     assert {"hold", "release", "retire"} <= set(kinds)
+
+
+def test_a_declared_runtime_nobody_ran_is_unavailable(cli, smollm2: Path, fleet: Path) -> None:
+    """Seed 004: a target that declares the ik_llama.cpp fork and gives no launch or endpoint
+    is verified with the bundled mainline runtime — which proves nothing about the fork."""
+    _declare(fleet, "ik_llama.cpp b3900")
+    record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", "pypi://x==1")[1].strip()
+    code, out, _ = cli("verify", record, "--target", "cpu-fleet", "--json")
+    report = json.loads(out)
+    assert code == 1 and not report["passed"]  # before: "deployable"
+    (smoke,) = [c for c in report["checks"] if c["check"] == "gguf-cpu-smoke"]
+    assert smoke["outcome"] == "unavailable"
+    assert smoke["classification"] == "runtime_not_exercised"
+    assert smoke["summary"].startswith(
+        "declared llama.cpp ik_llama.cpp b3900, exercised llama-cpp-python 0.3.36: give "
+        "`launch` or `endpoint`"
+    )
+    assert smoke["evidence"]["exercised_runtime"] == "llama-cpp-python 0.3.36"
+    assert _deployable(cli, record, "cpu-fleet")["deployable"] is False

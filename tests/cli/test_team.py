@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 import modelreg
-from tests.helpers import SYNTHETIC_BYTES, add_synthetic, record_run
+from tests.helpers import add_synthetic, record_run, synthetic_bytes
 
 EDGE = "targets:\n  edge-box:\n    cpu_flags: [avx, avx2]\n    memory_gib: 8\n"
 EDGE_V2 = "targets:\n  edge-box:\n    cpu_flags: [avx, avx2]\n    memory_gib: 16\n"
@@ -200,7 +200,7 @@ def test_the_rollback_plan_says_where_the_candidates_bytes_are(cli) -> None:
     assert "  bytes     file://" in candidate and r1 in candidate.splitlines()[1]
     code, out, _ = cli("rollback", "rules/alpha", "--target", "cpu", "--json")
     assert json.loads(out)["candidate"]["locations"][1:] == ["s3://models/alpha/v1"]
-    shutil.rmtree(SYNTHETIC_BYTES / r1)
+    shutil.rmtree(synthetic_bytes() / r1)
     code, _, err = cli("rollback", "rules/alpha", "--target", "cpu")
     assert code == 1 and "no fetchable copy" in err and "s3:// fetching is not supported" in err
     code, out, _ = cli("status", "rules/alpha")

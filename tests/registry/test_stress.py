@@ -20,7 +20,7 @@ import pytest
 
 import modelreg
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
-from tests.helpers import SYNTHETIC_BYTES, record_run, synthetic_manifest
+from tests.helpers import record_run, synthetic_bytes, synthetic_manifest
 
 WORKERS, OPERATIONS = 8, 50
 MODELS = ("stress/alpha", "stress/beta")
@@ -30,7 +30,7 @@ MANIFESTS = [synthetic_manifest(i, MODELS[i % 2]) for i in range(5)]
 def _copy_of(manifest: object) -> str:
     from modelreg.locations import file_url
 
-    directory = SYNTHETIC_BYTES / f"stress-{manifest.record_id}"  # type: ignore[attr-defined]
+    directory = synthetic_bytes() / f"stress-{manifest.record_id}"  # type: ignore[attr-defined]
     directory.mkdir(parents=True, exist_ok=True)
     for f in manifest.files:  # type: ignore[attr-defined]
         (directory / f.path).write_bytes(b"\0" * f.bytes)
