@@ -1264,8 +1264,9 @@ class Registry:
             candidate=candidate,
             rolled_back_from=rolled_back_from,
             applied=promotion_out(applied) if applied else None,
-            held=plan.current.id
-            if applied is not None and plan.current is not None and _held_now(self, plan)
+            # Read in the same snapshot as what is shown (not a session of its own).
+            held=rolled_back_from.record.record_id
+            if rolled_back_from is not None and rolled_back_from.record.state.state == "held"
             else None,
             already_rolled_back=promotion_out(last)
             if last is not None and decision.action is rules.RollbackAction.NOTHING_TO_DO
@@ -1286,7 +1287,7 @@ class Registry:
                 f"promote a verified record: modelreg promote RECORD --target {target}",
             )
         current = f"production is {plan.current.id}"
-        if decision.candidate is None and decision.why not in ("", "no candidate"):
+        if decision.why:  # a refusal of its own (--to), not "no earlier record can"
             hint = next((h for _, _, h in decision.rejected if h), None)
             return NoRollbackCandidate(model_id, target, f"{current}; {decision.why}", hint)
         if not decision.rejected:
@@ -2371,11 +2372,6 @@ def _plan_message(model_id: str, target: str, plan: _Plan) -> str:
         f"rollback would make {plan.candidate.id} production for {model_id} on {target} "
         f"instead of {plan.current.id}, and hold {plan.current.id}"
     )
-
-
-def _held_now(registry: Registry, plan: _Plan) -> bool:
-    assert plan.current is not None
-    return registry.store.state(plan.current.id).state is RecordStateKind.HELD
 
 
 def _already_rolled_back(model_id: str, target: str, last: Promotion) -> str:

@@ -444,7 +444,9 @@ class RollbackDecision:
     candidate: str | None = None
     # Earlier production records passed over: (record id, why, the command that fixes it).
     rejected: tuple[tuple[str, str, str | None], ...] = ()
-    why: str = ""  # with NOTHING_TO_DO / NO_CANDIDATE: in words
+    # NOTHING_TO_DO, or a NO_CANDIDATE of ``to`` / of nothing ever production: in words
+    # (empty when no earlier production record can take over: ``rejected`` says why).
+    why: str = ""
 
 
 def decide_rollback(
@@ -517,9 +519,7 @@ def decide_rollback(
         rejected.append((record_id, ready.why_not(), _hint(ready)))
     for record_id in sorted(rolled_back_from(history) - {current}):
         rejected.append((record_id, "production was rolled back from it", None))
-    return RollbackDecision(
-        RollbackAction.NO_CANDIDATE, current, rejected=tuple(rejected), why="no candidate"
-    )
+    return RollbackDecision(RollbackAction.NO_CANDIDATE, current, rejected=tuple(rejected))
 
 
 def _hint(ready: Readiness) -> str | None:

@@ -53,6 +53,20 @@ def _signed(
     return results, fingerprint, sign_statement(statement, load_private_key(private))
 
 
+def _trusting_edge(db_url: str, tmp_path: Path) -> tuple[Any, Path]:
+    """A registry whose shared target ``edge`` counts runs signed by a fresh key: (registry,
+    the private key's path)."""
+    private, public = key_pair(tmp_path, "ci")
+    spec = tmp_path / "edge.yaml"
+    spec.write_text(
+        "targets:\n  edge:\n    hosts: ['edge-*']\n    memory_gib: 8\n"
+        f"    trust: {{verifier_keys: ['{public}']}}\n"
+    )
+    registry = modelreg.open(db_url)
+    registry.define_targets(spec, actor="admin")
+    return registry, private
+
+
 def _upload(registry: Any, record_id: str, run: Any, **changes: Any) -> Any:
     results, fingerprint, envelope = run
     if changes:
@@ -65,14 +79,7 @@ def _upload(registry: Any, record_id: str, run: Any, **changes: Any) -> Any:
 def test_an_older_signed_pass_never_replays_over_a_newer_failure(
     db_url: str, tmp_path: Path
 ) -> None:
-    private, public = key_pair(tmp_path, "ci")
-    spec = tmp_path / "edge.yaml"
-    spec.write_text(
-        "targets:\n  edge:\n    hosts: ['edge-*']\n    memory_gib: 8\n"
-        f"    trust: {{verifier_keys: ['{public}']}}\n"
-    )
-    registry = modelreg.open(db_url)
-    registry.define_targets(spec, actor="admin")
+    registry, private = _trusting_edge(db_url, tmp_path)
     record = add_synthetic(registry, 1)
     now = datetime.now(UTC)
     old_pass = _signed(registry, record, private, "pass", now - timedelta(hours=2))
@@ -113,14 +120,7 @@ def test_a_database_writer_cannot_reorder_signed_runs(db_url: str, tmp_path: Pat
 
     from modelreg.registry.tables import RunRow
 
-    private, public = key_pair(tmp_path, "ci")
-    spec = tmp_path / "edge.yaml"
-    spec.write_text(
-        "targets:\n  edge:\n    hosts: ['edge-*']\n    memory_gib: 8\n"
-        f"    trust: {{verifier_keys: ['{public}']}}\n"
-    )
-    registry = modelreg.open(db_url)
-    registry.define_targets(spec, actor="admin")
+    registry, private = _trusting_edge(db_url, tmp_path)
     record = add_synthetic(registry, 1)
     now = datetime.now(UTC)
     old_pass = _upload(

@@ -24,7 +24,6 @@ from sqlalchemy.orm import Session
 from modelreg.errors import InvalidInput
 
 MAX_DEPTH = 64
-REPLACEMENT = "\ufffd"
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")

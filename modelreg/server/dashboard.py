@@ -37,6 +37,8 @@ MATRIX_PAGE = 100  # models per page of the matrix
 def environment() -> Environment:
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+    from modelreg.fingerprint import summary
+
     env = Environment(
         loader=PackageLoader("modelreg.server", "templates"),
         autoescape=select_autoescape(["html", "svg"], default=True),
@@ -52,7 +54,7 @@ def environment() -> Environment:
     env.filters["count"] = lambda c: "unknown" if c is None else f"{c:,}"
     env.filters["url"] = lambda s: quote(str(s), safe="")
     env.filters["shell"] = lambda s: shlex.quote(str(s))
-    env.filters["runtime"] = views.runtime_summary
+    env.filters["runtime"] = summary  # a run's runtime in one line
     return env
 
 

@@ -205,11 +205,3 @@ def fit_bars(fit: FitOutput) -> list[StackedBar]:
         text = f"budget {_gib(budget)}" + (f" · unknown: {', '.join(unknown)}" if unknown else "")
         bars.append(StackedBar(f"{fit.target}: {title}", segments, budget_x, text, fit.verdict))
     return bars
-
-
-def runtime_summary(fingerprint: dict[str, str]) -> str:
-    """A run's fingerprint in one readable line (``fingerprint.summary``: the mapped libraries
-    are counted; their digests are in ``show --json`` and the signed statement)."""
-    from modelreg.fingerprint import summary
-
-    return summary(fingerprint)
