@@ -870,6 +870,14 @@ class Registry:
         from modelreg.validators.base import VerifyOptions
 
         options = options or VerifyOptions()
+        if options.context is not None and target.serving is not None:
+            # What is verified is what serves: a target that declares its serving context is
+            # checked at that context, never at another one asked for this run.
+            raise InvalidInput(
+                f"context {options.context}: target {target.name} declares what it serves "
+                f"({target.serving.describe()}), and verify checks that",
+                "leave the context out, or change serving in the target's definition",
+            )
         if options.timeout_seconds is None:
             # A Neuron cold start is minutes (the seed's bundle: 112 s neff load, 491 s cold
             # start); the target kind's default is raised to cover the bundle's measured one.
@@ -955,10 +963,12 @@ class Registry:
         from modelreg import host
         from modelreg.fingerprint import is_inference_library, libraries_of
         from modelreg.registry.store import new_run_id
-        from modelreg.validators.verify import exercised_runtime
+        from modelreg.validators.verify import exercised_runtime, measured_memory
 
         # Declared ⇒ exercised: a pass of the bundled runtime says nothing of a declared other.
         results = exercised_runtime(results, target)
+        # Memory on the larger of measured and estimated, at the context the target serves.
+        results = measured_memory(results, target)
 
         # Every mapped object stays in the evidence; the fingerprint names the runtime's own.
         libraries = sorted(

@@ -338,6 +338,14 @@ def target_definition(target: Target) -> Fingerprint:
         "trust_verifier_keys": _keys_digest(target.trust_verifier_keys),
         "suite": target.suite or "none",
     }
+    if target.serving is not None:
+        # Only when declared: evidence from before serving existed stays as fresh as it was.
+        serving = target.serving
+        definition["serving"] = (
+            f"context={serving.context or 'trained'} parallel={serving.parallel} "
+            f"kv={serving.kv_dtype} unified={serving.unified} "
+            f"max_output={serving.max_output_tokens or 'none'}"
+        )
     return {f"{TARGET_PREFIX}{k}": v for k, v in definition.items()}
 
 

@@ -40,7 +40,7 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -66,6 +66,51 @@ TargetKind = Literal["cpu", "neuron"]
 # from a warm disk and was ready after 491 s on a fresh inf2.xlarge pulling from cold EBS
 # (../shared/seeds/001_f0b27c556ce7a172.txt) — 300 s would call a good build a timeout.
 DEFAULT_VERIFY_TIMEOUT_SECONDS: dict[str, float] = {"cpu": 300.0, "neuron": 900.0}
+
+
+# KV-cache element types a runtime may be started with (llama.cpp's --cache-type-k/-v).
+KVDtype = Literal["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
+KV_DTYPES: tuple[str, ...] = get_args(KVDtype)
+MAX_SERVED_CONTEXT = 1 << 24
+MAX_PARALLEL = 4096
+MAX_OUTPUT_TOKENS = 1 << 20
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What a target's runtime serves, as declared (``serving:``) or read off its ``launch``.
+
+    ``context``: tokens one sequence may hold (None: the model's trained context, as
+    llama-server's ``-c 0``); ``parallel``: sequences served at once; KV is sized for
+    ``context × parallel`` tokens of ``kv_dtype`` (K and V may differ)."""
+
+    context: int | None
+    parallel: int = 1
+    max_output_tokens: int | None = None
+    kv_dtype_k: str = "f16"
+    kv_dtype_v: str = "f16"
+    source: str = "serving"  # "serving", "launch" or "serving and launch"
+    # llama-server --kv-unified: the sequences share one cache of ``context`` cells.
+    unified: bool = False
+
+    @property
+    def kv_sequences(self) -> int:
+        """Sequences the KV cache holds in full (1 when they share one unified cache)."""
+        return 1 if self.unified else self.parallel
+
+    @property
+    def kv_dtype(self) -> str:
+        """One name for the cache type: ``q8_0`` or ``q8_0/f16`` (K/V)."""
+        if self.kv_dtype_k == self.kv_dtype_v:
+            return self.kv_dtype_k
+        return f"{self.kv_dtype_k}/{self.kv_dtype_v}"
+
+    def describe(self) -> str:
+        context = f"{self.context} tokens" if self.context else "the trained context"
+        parts = [f"{context} × {self.parallel} seq", f"KV {self.kv_dtype}"]
+        if self.max_output_tokens:
+            parts.append(f"≤{self.max_output_tokens} output tokens")
+        return ", ".join(parts) + f" (from {self.source})"
 
 
 @dataclass(frozen=True)
@@ -106,6 +151,16 @@ class Target:
     forbidden_flags: tuple[str, ...] = ()
     required_build_flags: tuple[str, ...] = ()
     image: str | None = None
+    # What its runtime serves: context per sequence, parallel sequences, output limit, KV
+    # cache type (the ``serving`` block and the launch's flags, which must agree).
+    serving: Serving | None = None
+
+    @property
+    def runs_ik_llama(self) -> bool:
+        """Its hosts run ik_llama.cpp (declared in ``runtime`` or the launch's program): a
+        runtime that caches MLA's latent for every DeepSeek conversion."""
+        named = [*self.runtime.values(), *self.launch[:1]]
+        return any("ikllama" in re.sub(r"[-_.]", "", str(v).lower()) for v in named)
 
     @property
     def hbm_bytes(self) -> int:
@@ -164,6 +219,16 @@ class _TrustSpec(BaseModel):
     verifier_keys: list[str] = Field(default_factory=list)
 
 
+class _ServingSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    context: int | None = Field(default=None, gt=0, le=MAX_SERVED_CONTEXT)
+    parallel: int | None = Field(default=None, gt=0, le=MAX_PARALLEL)
+    max_output_tokens: int | None = Field(default=None, gt=0, le=MAX_OUTPUT_TOKENS)
+    kv_dtype: KVDtype | None = None  # K and V, unless kv_dtype_v says otherwise for V
+    kv_dtype_v: KVDtype | None = None
+
+
 class _TargetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -186,9 +251,166 @@ class _TargetSpec(BaseModel):
     forbidden_flags: list[str] | None = None
     required_build_flags: list[str] | None = None
     image: str | None = None
+    serving: _ServingSpec | None = None
 
 
 BUILTIN_SUITES = ("default-chat",)
+
+
+# Flags of llama.cpp's servers that set what is served: llama-server (-c / --ctx-size is the
+# whole cache, split over --parallel slots unless --kv-unified), llama-cpp-python's server
+# (--n_ctx per its one sequence).
+_CONTEXT_FLAGS = ("-c", "--ctx-size", "--n_ctx", "--n-ctx")
+_PARALLEL_FLAGS = ("-np", "--parallel")
+_OUTPUT_FLAGS = ("-n", "--n-predict", "--predict")
+_CACHE_K_FLAGS = ("-ctk", "--cache-type-k")
+_CACHE_V_FLAGS = ("-ctv", "--cache-type-v")
+_UNIFIED_FLAGS = ("-kvu", "--kv-unified")
+
+
+def _flag_values(argv: list[str], flags: tuple[str, ...]) -> list[tuple[str, str | None]]:
+    """(flag, value) for every ``FLAG VALUE`` / ``FLAG=VALUE`` in ``argv`` (value None when
+    the flag ends the command)."""
+    found: list[tuple[str, str | None]] = []
+    for i, arg in enumerate(argv):
+        for flag in flags:
+            if arg == flag:
+                found.append((flag, argv[i + 1] if i + 1 < len(argv) else None))
+            elif arg.startswith(flag + "=") and flag.startswith("--"):
+                found.append((flag, arg[len(flag) + 1 :]))
+    return found
+
+
+def _launch_value(argv: list[str], flags: tuple[str, ...], *, number: bool) -> str | int | None:
+    """The one value ``argv`` gives one of ``flags``; ``UnitFieldError`` when it gives two
+    different ones, none after the flag, or (``number``) one that is not a whole number."""
+    from modelreg.deployed_unit import UnitFieldError
+
+    values = _flag_values(argv, flags)
+    if not values:
+        return None
+    parsed: set[str | int] = set()
+    for flag, raw in values:
+        if raw is None:
+            raise UnitFieldError("launch", f"{flag} ends the command: it takes a value")
+        if not number:
+            parsed.add(raw)
+            continue
+        try:
+            parsed.add(int(raw, 10))
+        except ValueError:
+            raise UnitFieldError(
+                "launch", f"{flag} {raw[:40]!r} is not a whole number of tokens/sequences"
+            ) from None
+    if len(parsed) > 1:
+        raise UnitFieldError("launch", f"{'/'.join(flags)} is given {len(parsed)} different values")
+    return parsed.pop()
+
+
+def _server_arguments(launch: list[str]) -> list[str] | None:
+    """The arguments of the llama.cpp server a launch starts (those after ``llama-server``,
+    ``ik_llama.cpp``'s same-named binary, or ``-m llama_cpp.server``), None when the launch
+    starts something else: another program's ``-c`` is not a context size."""
+    for i, arg in enumerate(launch):
+        base = arg.rsplit("/", 1)[-1]
+        if base.startswith("llama-server") or arg == "llama_cpp.server":
+            return launch[i + 1 :]
+    return None
+
+
+def launch_serving(launch: list[str]) -> dict[str, Any]:
+    """What a llama.cpp server's launch command says it serves (only what its flags give):
+    ``context`` (per sequence; 0: the model's trained context), ``parallel``,
+    ``max_output_tokens``, ``kv_dtype`` / ``kv_dtype_v``, ``unified``; nothing for another
+    program. ``UnitFieldError`` for a flag that cannot be read."""
+    from modelreg.deployed_unit import UnitFieldError
+
+    found: dict[str, Any] = {}
+    server = _server_arguments(launch)
+    if server is None:
+        return found
+    launch = server
+    total = _launch_value(launch, _CONTEXT_FLAGS, number=True)
+    parallel = _launch_value(launch, _PARALLEL_FLAGS, number=True)
+    output = _launch_value(launch, _OUTPUT_FLAGS, number=True)
+    unified = any(arg in _UNIFIED_FLAGS for arg in launch)
+    if isinstance(parallel, int):
+        if not 0 < parallel <= MAX_PARALLEL:
+            raise UnitFieldError(
+                "launch", f"--parallel {parallel} is out of range (1 to {MAX_PARALLEL})"
+            )
+        found["parallel"] = parallel
+    if isinstance(total, int):
+        if not 0 <= total <= MAX_SERVED_CONTEXT:
+            raise UnitFieldError(
+                "launch", f"context {total} is out of range (0 to {MAX_SERVED_CONTEXT} tokens)"
+            )
+        slots = found.get("parallel", 1)
+        # llama-server splits -c over its slots unless the cache is unified.
+        found["context"] = total if unified or total == 0 else total // slots
+        if found["context"] == 0 and total:
+            raise UnitFieldError("launch", f"context {total} split over {slots} slots is empty")
+    if isinstance(output, int) and output > 0:  # -n -1: no limit
+        found["max_output_tokens"] = min(output, MAX_OUTPUT_TOKENS)
+    for key, flags in (("kv_dtype", _CACHE_K_FLAGS), ("kv_dtype_v", _CACHE_V_FLAGS)):
+        value = _launch_value(launch, flags, number=False)
+        if value is not None:
+            if str(value).lower() not in KV_DTYPES:
+                raise UnitFieldError(
+                    "launch",
+                    f"{flags[-1]} {str(value)[:40]!r} is not one of {', '.join(KV_DTYPES)}",
+                )
+            found[key] = str(value).lower()
+    if unified:
+        found["unified"] = True
+    return found
+
+
+def _serving(path: Path, name: str, spec: _TargetSpec) -> Serving | None:
+    """The target's serving configuration: its ``serving`` block and what its launch flags
+    give, which must agree (one line naming the field if not)."""
+    from modelreg.deployed_unit import UnitFieldError
+
+    declared = spec.serving.model_dump(exclude_none=True) if spec.serving is not None else {}
+    try:
+        launched = launch_serving([str(a) for a in spec.launch]) if spec.launch else {}
+    except UnitFieldError as exc:
+        raise InvalidInput(f"{path}: targets.{name}.{exc.field}: {exc.message}") from None
+    if not declared and not launched:
+        return None
+    # One cache type given names both K and V in serving; on a launch the other stays f16.
+    if "kv_dtype" in declared:
+        declared.setdefault("kv_dtype_v", declared["kv_dtype"])
+    if "kv_dtype" in launched or "kv_dtype_v" in launched:
+        launched.setdefault("kv_dtype", "f16")
+        launched.setdefault("kv_dtype_v", "f16")
+    for key, value in launched.items():
+        if key == "unified" or key not in declared:
+            continue
+        mine = declared[key]
+        if key == "context" and value == 0:
+            raise InvalidInput(
+                f"{path}: targets.{name}.serving.context: {mine} declared, the launch serves "
+                "the model's trained context (-c 0)",
+                "give the context on the launch (-c) and in serving.context alike",
+            )
+        if mine != value:
+            raise InvalidInput(
+                f"{path}: targets.{name}.serving.{key}: {mine} declared, the launch gives {value}",
+                "make serving and the launch flags agree (the launch is what will serve)",
+            )
+    merged = launched | declared
+    source = "serving and launch" if declared and launched else "serving" if declared else "launch"
+    k = merged.get("kv_dtype", "f16")
+    return Serving(
+        context=merged.get("context") or None,
+        parallel=merged.get("parallel", 1),
+        max_output_tokens=merged.get("max_output_tokens"),
+        kv_dtype_k=k,
+        kv_dtype_v=merged.get("kv_dtype_v", k),
+        source=source,
+        unified=bool(merged.get("unified", False)),
+    )
 
 
 def _relative_to(base: Path, value: str) -> str:
@@ -243,6 +465,7 @@ def read_target_specs(path: Path) -> dict[str, _TargetSpec]:
     for name, spec in parsed.targets.items():
         check_length(f"{path}: target name", name, TARGET_NAME_MAX)
         _runtime_fields(path, name, spec)  # bad launch / endpoint / image: refused here
+        _serving(path, name, spec)  # a bad serving block, or one the launch contradicts
         specs[name] = spec.model_copy(
             update={
                 "trust": _TrustSpec(
@@ -287,6 +510,7 @@ def check_shared_spec(name: str, data: Any, where: str) -> dict[str, Any]:
     except ValidationError as exc:
         raise InvalidInput(f"{where}: target {name!r}: {first_error(exc)}") from None
     _runtime_fields(Path(where), name, spec)
+    _serving(Path(where), name, spec)
     paths = [*spec.trust.artifact_keys, *spec.trust.verifier_keys]
     if spec.suite is not None and spec.suite not in BUILTIN_SUITES:
         paths.append(spec.suite)
@@ -328,6 +552,7 @@ def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
         forbidden_flags=served.forbidden_flags,
         required_build_flags=served.required_build_flags,
         image=served.image,
+        serving=_serving(Path(origin.removeprefix(LOCAL_ORIGIN)), name, spec),
     )
 
 

@@ -81,12 +81,37 @@ cases:
 """
 
 
-def _results(outcome: str, libraries: list[str]) -> list[CheckResult]:
+def _probe(probe: str, served: int | None) -> dict[str, Any]:
+    """A served-context probe as the llama.cpp child reports it: ``full`` filled the served
+    context, ``timeout`` stopped at its bound halfway, ``none`` left no probe."""
+    if probe == "none" or served is None:
+        return {}
+    evaluated = served if probe == "full" else served // 2
+    return {
+        "served_context_probe": {
+            "status": "ok" if probe == "full" else "timeout",
+            "tokens_requested": served,
+            "tokens_evaluated": evaluated,
+            "prompt_tokens_per_s": 150.0,
+            "deadline_s": 120.0,
+            "resources": {"peak_rss_bytes": 300 << 20},
+        }
+    }
+
+
+def _results(
+    outcome: str, libraries: list[str], probe: str = "full", served: int | None = None
+) -> list[CheckResult]:
     now = datetime.now(UTC)
     results = []
     for i, check in enumerate(CHECKS):
-        # The smoke check carries what the runtime child mapped, as the real one does.
-        evidence = {"mapped_libraries": libraries} if check == "gguf-cpu-smoke" else {}
+        # The smoke check carries what the runtime child mapped, as the real one does, and
+        # the served-context probe when the target declares what it serves.
+        evidence: dict[str, Any] = (
+            {"mapped_libraries": libraries} | _probe(probe, served)
+            if check == "gguf-cpu-smoke"
+            else {}
+        )
         results.append(
             CheckResult(
                 check=check,
@@ -113,6 +138,7 @@ class RegistryMachine(RuleBasedStateMachine):
         self.memory = 16
         self.trusted = False
         self.declared: str | None = None  # a runtime: declaration of the target
+        self.serving: int | None = None  # the context the target declares it serves
         self.private, self.public = key_pair(self.dir, "ci")
         self._define_target()
         self.ggml = self.dir / "lib" / "libggml-cpu.so"
@@ -144,6 +170,8 @@ class RegistryMachine(RuleBasedStateMachine):
         trust = f"    trust: {{verifier_keys: ['{self.public}']}}\n" if self.trusted else ""
         if self.declared is not None:
             trust += f"    runtime: {{llama.cpp: '{self.declared}'}}\n"
+        if self.serving is not None:
+            trust += f"    serving: {{context: {self.serving}}}\n"
         spec.write_text(
             f"targets:\n  {TARGET}:\n    kind: cpu\n    hosts: ['{host.hostname()}']\n"
             f"    memory_gib: {self.memory}\n" + trust
@@ -164,11 +192,13 @@ class RegistryMachine(RuleBasedStateMachine):
         entries = self.registry.status(MODEL, TARGET).entries if self.added else []
         return entries[0].record.record_id if entries else None
 
-    def verify(self, record_id: str, outcome: str, suite: Path | None = None) -> Any:
+    def verify(
+        self, record_id: str, outcome: str, suite: Path | None = None, probe: str = "full"
+    ) -> Any:
         record = self.registry.get(record_id)
         target = self.registry.target(TARGET)
         plan = self.registry._verify_plan(record, target, None, suite, None, None)
-        results = _results(outcome, [str(self.ggml), str(self.speedups)])
+        results = _results(outcome, [str(self.ggml), str(self.speedups)], probe, self.serving)
         return self.registry._record_results(record, target, results, plan, "machine")
 
     # -- steps -------------------------------------------------------------------------------
@@ -189,12 +219,20 @@ class RegistryMachine(RuleBasedStateMachine):
         self.added.append(record_id)
         return record_id
 
-    @rule(record=records, outcome=st.sampled_from(["pass", "pass", "fail", "unavailable"]))
-    def verify_run(self, record: str, outcome: str) -> None:
-        out = self.verify(record, outcome)
+    @rule(
+        record=records,
+        outcome=st.sampled_from(["pass", "pass", "fail", "unavailable"]),
+        probe=st.sampled_from(["full", "full", "timeout", "none"]),
+    )
+    def verify_run(self, record: str, outcome: str, probe: str) -> None:
+        out = self.verify(record, outcome, probe=probe)
         assert not out.exploratory
         if outcome != "pass":
             assert not out.deployability.deployable
+        if self.serving is not None and probe != "full":
+            # Invariant 8: a served context nobody measured is unknown, never a pass.
+            assert not out.deployability.deployable
+            event("served context unmeasured")
 
     @rule(record=records, outcome=st.sampled_from(["pass", "fail"]))
     def one_off_run(self, record: str, outcome: str) -> None:
@@ -221,13 +259,17 @@ class RegistryMachine(RuleBasedStateMachine):
         memory=st.sampled_from([16, 32]),
         trusted=st.booleans(),
         declared=st.sampled_from([None, None, "bundled", "ik_llama.cpp b3900"]),
+        serving=st.sampled_from([None, None, 2048, 4096]),
     )
-    def redefine_target(self, memory: int, trusted: bool, declared: str | None) -> None:
+    def redefine_target(
+        self, memory: int, trusted: bool, declared: str | None, serving: int | None
+    ) -> None:
         from modelreg.fingerprint import package_version
 
         if declared == "bundled":
             declared = f"llama-cpp-python {package_version('llama-cpp-python')}"
         self.memory, self.trusted, self.declared = memory, trusted, declared
+        self.serving = serving
         self._define_target()
 
     @rule(
@@ -485,6 +527,13 @@ class RegistryMachine(RuleBasedStateMachine):
                 SEEN["local"] += 1
             checks = self.registry.store.run_checks(verdict.run_id)
             assert all(c.result.outcome in (Outcome.PASS, Outcome.SKIPPED) for c in checks)
+            if self.serving is not None:
+                # Invariant 8: memory was measured at the context the target serves now.
+                (compat,) = [c for c in checks if c.result.check == "host-compat"]
+                probe = compat.result.evidence.get("served_context_probe") or {}
+                assert probe.get("status") == "ok", compat.result.evidence
+                assert probe["tokens_requested"] == self.serving
+                event("deployable at a measured served context")
             in_force = self.attached_label()
             current = runtime_fingerprint(
                 target,

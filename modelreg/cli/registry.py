@@ -60,14 +60,28 @@ def fit(
     ],
     target: TargetOption = "cpu",
     context: Annotated[
-        int | None, typer.Option("--context", min=1, help="Tokens of context per sequence.")
+        int | None,
+        typer.Option(
+            "--context",
+            min=1,
+            help="Tokens of context per sequence (default: what TARGET serves, else "
+            "min(4096, trained context)).",
+        ),
     ] = None,
     concurrency: Annotated[
-        int, typer.Option("--concurrency", min=1, help="Sequences held at once.")
-    ] = 1,
+        int | None,
+        typer.Option(
+            "--concurrency", min=1, help="Sequences held at once (default: TARGET's, else 1)."
+        ),
+    ] = None,
     kv_dtype: Annotated[
-        str, typer.Option("--kv-dtype", help="KV cache element type: f16, q8_0, q4_0, f32.")
-    ] = "f16",
+        str | None,
+        typer.Option(
+            "--kv-dtype",
+            help="KV cache element type: f16, bf16, f32, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl "
+            "(default: TARGET's, else f16).",
+        ),
+    ] = None,
     overhead: Annotated[
         float, typer.Option("--overhead", help="Runtime overhead as a fraction of weights.")
     ] = 0.10,

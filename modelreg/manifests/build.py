@@ -14,7 +14,7 @@ from modelreg.manifests.digest import (
     sha256_files,
     sha256_files_and_regions,
 )
-from modelreg.manifests.gguf import GGUFHeader, SkippedArray, read_gguf
+from modelreg.manifests.gguf import GGUFHeader, SkippedArray, latent_attention_facts, read_gguf
 from modelreg.manifests.hf import (
     CARD_FILE,
     check_against_blobs,
@@ -357,6 +357,8 @@ def architecture_from_gguf(header: GGUFHeader) -> ArchitectureFacts:
         tied_embeddings=("output.weight" not in names) if "token_embd.weight" in names else None,
         chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
         source="gguf metadata",
+        # Multi-head latent attention (DeepSeek-V2/V3): present only when the file has it.
+        **latent_attention_facts(header),
     )
 
 

@@ -3,6 +3,7 @@ GB (10⁹) and GiB (2³⁰), for the CLI table, ``--json`` and the HTTP API alik
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from modelreg.errors import InvalidInput
@@ -36,41 +37,76 @@ def measured_line(peak_rss_bytes: int, run_id: str) -> FitLine:
     )
 
 
+def _started_with(target: Target, context: int | None, concurrency: int | None) -> list[str]:
+    """What a what-if asks beyond what the target's launch starts its runtime with: a runtime
+    started with ``-c 8192`` serves no 100,000-token context, whatever the memory."""
+    serving = target.serving
+    if serving is None or "launch" not in serving.source:
+        return []
+    beyond = []
+    if context and serving.context and context > serving.context:
+        beyond.append(
+            f"context {context} is beyond the {serving.context} tokens per sequence "
+            f"{target.name}'s runtime is started with (its launch flags)"
+        )
+    if concurrency and concurrency > serving.parallel:
+        beyond.append(
+            f"{concurrency} sequences are beyond the {serving.parallel} parallel slots "
+            f"{target.name}'s runtime is started with (its launch flags)"
+        )
+    return beyond
+
+
 def fit_report(
     name: str,
     manifest: Manifest,
     target: Target,
     *,
     context: int | None = None,
-    concurrency: int = 1,
-    kv_dtype: str = "f16",
+    concurrency: int | None = None,
+    kv_dtype: str | None = None,
     overhead: float = 0.10,
     headroom: float = 0.10,
 ) -> FitOutput:
     """Will ``manifest`` fit ``target``? (Neuron bundles fit inf2 targets, everything else
-    cpu targets.)"""
+    cpu targets.) ``context`` / ``concurrency`` / ``kv_dtype`` are what-ifs; left out, the
+    target's serving configuration decides them (else min(4096, trained context), 1, f16)."""
     if (target.kind == "neuron") != (manifest.format == "neuron"):
         raise InvalidInput(
             f"{name} is a {manifest.format} artifact; {target.name} is a {target.kind} target",
             "Neuron bundles fit inf2 targets, everything else cpu targets",
         )
     if target.kind == "neuron":
-        return _neuron(name, manifest, target, headroom)
+        return _neuron(name, manifest, target, headroom, context=context, sequences=concurrency)
     from modelreg.manifests.fit import memory_fit
 
+    serving = target.serving
+    started_with = _started_with(target, context, concurrency)
+    if serving is not None:
+        context = context or serving.context or manifest.architecture.context_length
+        concurrency = concurrency or serving.kv_sequences
+        kv_k, kv_v = (kv_dtype, kv_dtype) if kv_dtype else (serving.kv_dtype_k, serving.kv_dtype_v)
+    else:
+        kv_k = kv_v = kv_dtype or "f16"
     result = memory_fit(
         manifest,
         target.memory_bytes,
         context=context,
-        sequences=concurrency,
-        kv_dtype=kv_dtype,
+        sequences=concurrency or 1,
+        kv_dtype=kv_k,
+        kv_dtype_v=kv_v,
         overhead_fraction=overhead,
         headroom_fraction=headroom,
+        latent_mla_runtime=target.runs_ik_llama,
     )
+    if started_with:
+        result = dataclasses.replace(result, fits=False, reasons=[*result.reasons, *started_with])
     kv = result.kv
     kv_note = f"{kv.tokens} tokens × {kv.sequences} seq, {kv.kv_dtype}"
     if kv.sliding_layers:
         kv_note += f"; {kv.sliding_layers}/{kv.layers} layers capped at {kv.window}"
+    if serving is not None:
+        kv_note += f"; what {target.name} serves ({serving.source})"
     capacity = (result.capacity_bytes or 0) / GiB
     detail: dict[str, Any] = {
         "kv_cache": {
@@ -110,11 +146,28 @@ def fit_report(
     )
 
 
-def _neuron(name: str, manifest: Manifest, target: Target, headroom: float) -> FitOutput:
+def _neuron(
+    name: str,
+    manifest: Manifest,
+    target: Target,
+    headroom: float,
+    *,
+    context: int | None = None,
+    sequences: int | None = None,
+) -> FitOutput:
+    """The Neuron fit at ``context`` tokens × ``sequences`` — left out, what the target
+    serves (as host-compat checks it), else the compiled shape."""
     from modelreg.manifests.neuron_fit import neuron_fit_for_target
 
-    fits = neuron_fit_for_target(manifest, target, headroom_fraction=headroom)
+    serving = target.serving
+    if serving is not None:
+        context = context or serving.context
+        sequences = sequences or serving.parallel
+    fits = neuron_fit_for_target(
+        manifest, target, headroom_fraction=headroom, context=context, sequences=sequences
+    )
     recorded = fits[0]
+    shape, kv = recorded.shape, recorded.kv
     lines = [
         _line(
             f"module:{c.name}",
@@ -126,7 +179,19 @@ def _neuron(name: str, manifest: Manifest, target: Target, headroom: float) -> F
     ]
     lines += [
         _line("per_rank", "weights per rank", recorded.per_rank_bytes, f"TP={recorded.tp_degree}"),
-        _line("reserve", "runtime reserve", recorded.reserve_bytes, "scratch, I/O, KV cache"),
+        _line(
+            "kv_cache",
+            "KV cache per rank",
+            recorded.kv_per_rank_bytes,
+            f"compiled for {shape.describe()}",
+        ),
+        _line("reserve", "runtime reserve", recorded.reserve_bytes, "scratch, I/O tensors"),
+        _line(
+            "per_rank_total",
+            "per NeuronCore",
+            recorded.device_per_rank_bytes,
+            "weights + KV cache + reserve",
+        ),
         _line(
             "core_budget",
             "core budget",
@@ -165,6 +230,32 @@ def _neuron(name: str, manifest: Manifest, target: Target, headroom: float) -> F
             "fits_device": recorded.fits_device,
             "fits_host": recorded.fits_host,
             "headroom": headroom,
+            "compiled_shape": {
+                "tp_degree": shape.tp_degree,
+                "batch_size": shape.batch_size,
+                "seq_len": shape.seq_len,
+                "context_buckets": list(shape.context_buckets),
+                "kv_dtype": shape.kv_dtype,
+                "max_context": shape.max_context,
+            },
+            # What was asked (None: nothing, the compiled shape is served) and whether the
+            # compiled shape serves it (None: a fact it needs is not recorded).
+            "request": {
+                "context": recorded.context,
+                "sequences": recorded.sequences,
+                "compiled_for": recorded.compiled_for,
+            },
+            # Sized for the compiled shape, allocated whole at load whatever is asked.
+            "kv_cache": {
+                "tokens": kv.tokens if kv is not None else shape.seq_len,
+                "sequences": kv.sequences if kv is not None else shape.batch_size,
+                "kv_dtype": shape.kv_dtype,
+                "per_rank": sizes(recorded.kv_per_rank_bytes).model_dump(),
+                "layers": kv.layers if kv is not None else manifest.architecture.block_count,
+                "sliding_window_layers": kv.sliding_layers if kv is not None else None,
+                "window": kv.window if kv is not None else None,
+                "unknown": list(recorded.kv_unknown),
+            },
             "contributors": [
                 {"name": c.name, "dtype": c.dtype, "placement": c.placement}
                 | sizes(c.per_rank_bytes).model_dump()
@@ -185,6 +276,7 @@ def _neuron(name: str, manifest: Manifest, target: Target, headroom: float) -> F
                     "layout": f.layout,
                     "verdict": f.verdict.value,
                     "per_rank": sizes(f.per_rank_bytes).model_dump(),
+                    "kv_cache_per_rank": sizes(f.kv_per_rank_bytes).model_dump(),
                     "core_budget": sizes(f.core_budget_bytes).model_dump(),
                     "reasons": list(f.reasons),
                     "missing_groups": list(f.missing_groups),

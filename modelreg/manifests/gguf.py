@@ -2,8 +2,9 @@
 
 ``gguf.GGUFReader`` builds a numpy object for every array element (20 s for a 262k-token
 vocabulary) and raises on tensor type ids it does not know, losing all metadata. This reader
-uses ``gguf``'s constants only: it skips array payloads (keeping their element type and length),
-records unknown tensor types as unknown, and checks every length and offset against the file
+uses ``gguf``'s constants (and ``tensor_types`` for ik_llama.cpp's row-interleaved types, which
+the package lacks): it skips array payloads (keeping their element type and length), records
+tensor types neither knows as unknown, and checks every length and offset against the file
 size so a truncated or hostile file is an ``InvalidArtifact`` naming the offset.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from modelreg.errors import InvalidArtifact
+from modelreg.manifests.tensor_types import EXTRA_TENSOR_TYPES
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -64,7 +66,7 @@ class TensorInfo:
     name: str
     shape: tuple[int, ...]  # innermost dimension first, as stored
     type_id: int
-    type_name: str  # "Q4_K", or "unknown(140)" for ids this gguf version does not know
+    type_name: str  # "Q4_K", "Q8_0_R8" (tensor_types), or "unknown(140)" for ids unknown here
     offset: int  # relative to the data section of its shard
     n_elements: int
     n_bytes: int | None  # None when the type is unknown
@@ -320,6 +322,7 @@ def _parse(cur: _Cursor, path: Path, shard: int) -> GGUFHeader:
         type_id = cur.u32(f"type of {name}")
         offset = cur.u64(f"offset of {name}")
         n_bytes: int | None = None
+        extra = EXTRA_TENSOR_TYPES.get(type_id) if type_id not in type_names else None
         if type_id in type_sizes:
             block, type_size = type_sizes[type_id]
             if n_elements % block:
@@ -330,7 +333,23 @@ def _parse(cur: _Cursor, path: Path, shard: int) -> GGUFHeader:
                     info_at,
                 )
             n_bytes = n_elements // block * type_size
-        type_name = type_names.get(type_id, f"unknown({type_id})")
+        elif extra is not None:
+            # ggml_nbytes: rows × ggml_row_size, which may carry per-row scales ahead of the
+            # blocks, so the row length must be a whole number of blocks.
+            row = shape[0]
+            if row % extra.block_size:
+                cur.fail(
+                    f"tensor {name!r}: rows of {row} elements are not a multiple of the "
+                    f"{extra.name} block size {extra.block_size}",
+                    "dims",
+                    info_at,
+                )
+            n_bytes = (n_elements // row) * extra.row_bytes(row) if row else 0
+        type_name = (
+            type_names.get(type_id)
+            or (extra.name if extra is not None else None)
+            or f"unknown({type_id})"
+        )
         tensors.append(
             TensorInfo(name, shape, type_id, type_name, offset, n_elements, n_bytes, shard)
         )
@@ -357,6 +376,36 @@ def _parse(cur: _Cursor, path: Path, shard: int) -> GGUFHeader:
     return GGUFHeader(
         [path], version, kv_count, metadata, tensors, alignment, [data_offset], kv_digests
     )
+
+
+# ArchitectureFacts field -> GGUF key under {general.architecture}, as llama.cpp reads them for
+# multi-head latent attention (models/deepseek2.cpp: n_lora_kv, n_embd_head_k_mla_impl,
+# n_embd_head_v_mla_impl; n_rot from rope.dimension_count).
+LATENT_ATTENTION_KEYS = {
+    "kv_lora_rank": "attention.kv_lora_rank",
+    "rope_dimension_count": "rope.dimension_count",
+    "key_length_mla": "attention.key_length_mla",
+    "value_length_mla": "attention.value_length_mla",
+}
+
+
+def latent_attention_facts(header: GGUFHeader) -> dict[str, int | None]:
+    """The ``ArchitectureFacts`` fields of multi-head latent attention in ``header`` (None where
+    a key is absent or not an integer): ``ArchitectureFacts(..., **latent_attention_facts(h))``.
+    """
+    facts: dict[str, int | None] = {}
+    for field_name, suffix in LATENT_ATTENTION_KEYS.items():
+        value = header.arch_key(suffix)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            value = None
+        elif value == 0 and field_name != "rope_dimension_count":
+            value = None  # llama.cpp's default: not latent attention
+        facts[field_name] = value
+    if facts["kv_lora_rank"] is None:
+        # Only latent attention needs the rope dims: every other file keeps the manifest (and
+        # the record identity) it had before this fact was read.
+        facts["rope_dimension_count"] = None
+    return facts
 
 
 def split_paths(path: Path) -> list[Path]:

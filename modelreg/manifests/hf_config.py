@@ -195,6 +195,39 @@ def _gemma4_attention(cfg: dict[str, Any]) -> list[_Gemma4Attention] | None:
     return shapes
 
 
+@dataclass(frozen=True)
+class _LatentAttention:
+    """Multi-head latent attention of a DeepSeek-V2/V3-style config (``kv_lora_rank``):
+    per-head K is ``qk_nope_head_dim + qk_rope_head_dim`` and V ``v_head_dim`` wide, not
+    ``hidden_size / num_attention_heads`` (None where the config omits one)."""
+
+    kv_lora_rank: int
+    rope_head_dim: int | None
+    key_head_dim: int | None
+    value_head_dim: int | None
+
+
+def _latent_attention(cfg: dict[str, Any]) -> _LatentAttention | None:
+    # Field names: transformers' configuration_deepseek_v2.py / configuration_deepseek_v3.py.
+    rank = first_int(cfg, "kv_lora_rank")
+    if not rank:
+        return None
+    nope, rope = first_int(cfg, "qk_nope_head_dim"), first_int(cfg, "qk_rope_head_dim")
+    for name, value in (
+        ("kv_lora_rank", rank),
+        ("qk_nope_head_dim", nope),
+        ("qk_rope_head_dim", rope),
+    ):
+        if value is not None and value < 0:
+            raise InvalidInput(f"config field {name!r} must not be negative, not {value}")
+    return _LatentAttention(
+        rank,
+        rope,
+        nope + rope if nope is not None and rope is not None else None,
+        first_int(cfg, "v_head_dim"),
+    )
+
+
 def architecture_from_config(config: dict[str, Any], source: str) -> ArchitectureFacts:
     """Shape facts of the language model in ``config`` (per-layer where the family varies
     them: Gemma 4's global layers have their own head size and KV heads)."""
@@ -231,6 +264,10 @@ def architecture_from_config(config: dict[str, Any], source: str) -> Architectur
         kv_shared = first_int(cfg, "num_kv_shared_layers") or 0
     elif family == "gemma3n":
         kv_shared = first_int(cfg, "num_kv_shared_layers")
+    value_length = key_length
+    latent = _latent_attention(cfg)
+    if latent is not None:
+        key_length, value_length = latent.key_head_dim, latent.value_head_dim
     ffn: int | list[int] | None = first_int(cfg, "intermediate_size")
     if ffn is None and layers:
         ffn = _int_per_layer(cfg.get("intermediate_size"), layers)
@@ -243,10 +280,12 @@ def architecture_from_config(config: dict[str, Any], source: str) -> Architectur
         head_count=heads,
         head_count_kv=kv_heads,
         key_length=key_length,
-        value_length=key_length,
+        value_length=value_length,
         sliding_window=window if isinstance(window, int) else None,
         sliding_window_pattern=pattern if window else None,
         kv_shared_layers=kv_shared,
+        kv_lora_rank=latent.kv_lora_rank if latent else None,
+        rope_dimension_count=latent.rope_head_dim if latent else None,
         expert_count=experts,
         expert_used_count=used,
         vocab_size=first_int(cfg, "vocab_size"),

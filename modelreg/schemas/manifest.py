@@ -281,6 +281,16 @@ class ArchitectureFacts(BaseModel):
     # The last N layers reuse the KV cache of an earlier layer (Gemma 3n, Gemma 4
     # num_kv_shared_layers): they hold no cache of their own.
     kv_shared_layers: int | None = Field(default=None, ge=0)
+    # Multi-head latent attention (DeepSeek-V2/V3, GLM-5…): the width of the compressed KV
+    # latent, and the rotary part of each key head (qk_rope_head_dim; recorded only beside
+    # kv_lora_rank).
+    kv_lora_rank: int | None = Field(default=None, ge=1)
+    rope_dimension_count: int | None = Field(default=None, ge=0)
+    # The per-head K/V sizes after decompression. A GGUF carries them only when it stores
+    # attention as the latent (llama.cpp's converter since its MLA support: key_length is then
+    # kv_lora_rank + rope dims with one KV head); their absence means K/V per head.
+    key_length_mla: int | None = Field(default=None, ge=1)
+    value_length_mla: int | None = Field(default=None, ge=1)
     expert_count: int | None = None
     expert_used_count: IntOrPerLayer = None
     vocab_size: int | None = None

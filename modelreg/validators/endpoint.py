@@ -33,10 +33,13 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import os
+import re
+import shutil
 import statistics
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -53,6 +56,7 @@ from modelreg.schemas.suite import (
 )
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
+from modelreg.validators.exercised import ReportedRuntime, unconfirmed, versions_of
 from modelreg.validators.identity import (
     IdentityVerdict,
     ServedModel,
@@ -74,6 +78,9 @@ from modelreg.validators.launch import (
     free_port,
     runtime_facts,
 )
+from modelreg.validators.llama_runtime import probe_deadline
+from modelreg.validators.neuron_host import neuron_host_problem
+from modelreg.validators.neuron_host import this_host as neuron_this_host
 from modelreg.validators.openai_client import (
     Answer,
     EndpointRejected,
@@ -114,6 +121,9 @@ FINISH_REASONS = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH}
 # (45 tok/s), the smallest model this registry has seen; neuron gets 4x that. The fake server
 # of issue 22 streamed its canned "Paris" at 33,333 tok/s.
 MEMORY_BANDWIDTH_MAX = {"cpu": 1.25e12, "neuron": 50e12}
+# The served-context probe of a launched runtime leaves this many tokens of the context for
+# the template and the one new token (its time bound is the bundled probe's: probe_deadline).
+PROBE_MARGIN_TOKENS = 16
 DECODE_HEADROOM = 16
 DECODE_TOKENS_PER_S_MAX = {"cpu": 5_000.0, "neuron": 20_000.0}
 
@@ -395,7 +405,10 @@ class _EndpointRun:
                 facts.setdefault("build", server["props"]["build_info"])
             self._build_findings(facts)
 
+        self._started_context(server.get("props") or {})
         answers = self._ask(client, ids[0] if ids else None)
+        if self.runtime is not None and self.ctx.target.serving is not None:
+            self._served_context_probe(ids[0] if ids else None)
         served.answered_as = first_strings(a.model for _, a in answers)
         identity = self._identity(served, on_host)
         self.identity = identity
@@ -413,6 +426,77 @@ class _EndpointRun:
                 )
             )
         return self._judge(answers, resources)
+
+    def _started_context(self, props: dict[str, Any]) -> None:
+        """A server that reports its context (llama-server's ``/props`` ``n_ctx``) must hold
+        what the target serves: a runtime started with less truncates or refuses."""
+        serving = self.ctx.target.serving
+        reported = props.get("n_ctx")
+        if serving is None or not isinstance(reported, int) or reported <= 0:
+            return
+        wanted = serving.context or self.ctx.record.manifest.architecture.context_length
+        if wanted and reported < wanted:
+            self.findings.append(
+                _Finding(
+                    2,
+                    "does_not_fit",
+                    f"the server was started with a {reported}-token context, below the {wanted} "
+                    f"tokens target {self.ctx.target.name} serves",
+                )
+            )
+
+    def _served_context_probe(self, model_id: str | None) -> None:
+        """Fill the launched runtime's cache to the served context: one long prompt, one new
+        token, within ``probe_deadline`` (and half the time left); the runtime's peak RSS
+        and prompt tokens/s afterwards are the measurement host-compat judges by."""
+        assert self.runtime is not None and self.ctx.target.serving is not None
+        tokens = self.ctx.target.serving.context or (
+            self.ctx.record.manifest.architecture.context_length
+        )
+        probe: dict[str, Any] = {"status": "not_run", "tokens_requested": tokens}
+        self.evidence["served_context_probe"] = probe
+        if not tokens:
+            probe["reason"] = "the served context is the trained one, which is not declared"
+            return
+        if unconfirmed(self.ctx.target.runtime, self._reported_runtime()):
+            probe["reason"] = "the declared runtime is not the one launched: nothing to measure"
+            return
+        bound = min(probe_deadline(self.ctx), max(0.0, self.deadline - time.monotonic()) / 2)
+        probe["deadline_s"] = round(bound, 1)
+        # " the" is one token in the tokenizers this runtime family serves; a margin for the
+        # template's and the answer's tokens keeps it inside the context.
+        words = max(1, tokens - PROBE_MARGIN_TOKENS)
+        body: dict[str, Any] = {"prompt": "the" + " the" * (words - 1), "max_tokens": 1}
+        body |= GREEDY | {"stream": True}
+        if model_id is not None:
+            body["model"] = model_id
+        client = OpenAIClient(
+            self.runtime.base_url, None, time.monotonic() + bound, trust_env=False
+        )
+        try:
+            answer = client.generate("/v1/completions", body, chat=False)
+        except EndpointTimeout:
+            probe |= {"status": "timeout", "reason": f"no answer within {bound:.0f} s"}
+            return
+        except EndpointUnavailable as exc:
+            probe |= {"status": "error", "reason": str(exc)[:300]}
+            return
+        finally:
+            client.close()
+        timings = answer.server_timings or {}
+        evaluated = answer.prompt_tokens or _int_or_none(timings.get("prompt_n"))
+        prompt_ms = _float_or_none(timings.get("prompt_ms")) or answer.ttft_ms
+        peaks = [p.peak_rss_bytes for p in self.runtime.processes() if p.peak_rss_bytes]
+        probe |= {
+            "status": "ok",
+            "tokens_evaluated": evaluated if evaluated is not None else words,
+            "tokens_from": "server" if evaluated is not None else "prompt words (not reported)",
+            "prompt_ms": prompt_ms,
+            "prompt_tokens_per_s": round((evaluated or words) / (prompt_ms / 1000), 1)
+            if prompt_ms
+            else None,
+            "resources": {"peak_rss_bytes": sum(peaks) if peaks else None},
+        }
 
     def _identity(self, served: ServedModel, on_host: tuple[str, int] | None) -> IdentityVerdict:
         """A remote server by its own report; one on this host by /proc (for a launch: only a
@@ -562,6 +646,71 @@ class _EndpointRun:
             )
         return failure_class(result), describe_result(result) + " — " + "; ".join(result.reasons)
 
+    def _reported_runtime(self) -> ReportedRuntime:
+        """What the runtime that answered said about itself: its startup log's build and
+        system info (a launch), ``/props`` ``build_info``, and the program started."""
+        facts = self.evidence.get("runtime") or {}
+        props = (self.evidence.get("server") or {}).get("props") or {}
+        texts = [
+            str(v)
+            for v in (facts.get("system_info"), facts.get("build"), props.get("build_info"))
+            if v
+        ]
+        if self.runtime is not None and self.runtime.argv:
+            program = shutil.which(self.runtime.argv[0]) or self.runtime.argv[0]
+            texts.append(str(Path(program).resolve()))
+        build = facts.get("build") if isinstance(facts.get("build"), str) else None
+        if build is not None and not build.isdigit():
+            match = re.match(r"b?(\d+)", build)
+            build = match.group(1) if match else None
+        return ReportedRuntime(
+            build=build,
+            commit=facts.get("commit") if isinstance(facts.get("commit"), str) else None,
+            versions=versions_of([facts.get("version"), props.get("build_info")]),
+            texts=tuple(texts),
+        )
+
+    def _not_exercised(self) -> list[tuple[str, str]]:
+        """Why this run, whatever it answered, cannot decide the target: a declared runtime
+        the runtime that answered did not confirm, or a Neuron target asked from a host that
+        is not a Neuron host."""
+        target = self.ctx.target
+        pending = []
+        reported = self._reported_runtime()
+        self.evidence["exercised_runtime"] = reported.describe()
+        missing = unconfirmed(target.runtime, reported)
+        if missing:
+            pending.append(
+                (
+                    "runtime_not_exercised",
+                    f"declared {'; '.join(missing)}, and the runtime that answered reported "
+                    f"{reported.describe()}: the declared runtime was not shown to be the one "
+                    "exercised",
+                )
+            )
+        if target.kind == "neuron":
+            remote = self.runtime is None and not (target.endpoint and _loopback(target.endpoint))
+            found = neuron_this_host()
+            self.evidence["neuron_host"] = found.evidence()
+            problem: str | None
+            if remote:
+                problem = (
+                    f"{target.endpoint} was asked from {host.hostname()}: an answer over HTTP "
+                    "says nothing about the hardware behind it — verify on the Neuron host "
+                    "itself (its endpoint on 127.0.0.1, or launch)"
+                )
+            else:
+                problem = neuron_host_problem(target.neuron_cores, found)
+            if problem:
+                pending.append(
+                    (
+                        "not_a_neuron_host",
+                        f"a pass on Neuron target {target.name} needs a run "
+                        f"on a Neuron host: {problem}",
+                    )
+                )
+        return pending
+
     def _verdict(
         self, result: SuiteResult, generations: list[dict[str, Any]], resources: Resources
     ) -> _Verdict:
@@ -570,11 +719,18 @@ class _EndpointRun:
             speed.append(f"TTFT max {resources.ttft_ms_max:.0f} ms")
         if resources.decode_tokens_per_s is not None:
             speed.append(f"{resources.decode_tokens_per_s:.0f} tok/s")
+        pending = self._not_exercised()
         if self.findings:
             ordered = sorted(self.findings, key=lambda f: f.rank)
+            # What could not be judged is said too: a fix for the failure would not pass.
             return _Verdict(
-                Outcome.FAIL, "; ".join(f.message for f in ordered), ordered[0].classification
+                Outcome.FAIL,
+                "; ".join([*(f.message for f in ordered), *(m for _, m in pending)]),
+                ordered[0].classification,
             )
+        if pending:
+            # Recorded with everything it answered, and decides nothing: never a pass.
+            return _Verdict(Outcome.UNAVAILABLE, "; ".join(m for _, m in pending), pending[0][0])
         if self.suite.name == GOLDEN_SUITE_NAME:
             answered = "answered " + " | ".join(repr(g["output"]) for g in generations)
         else:
@@ -588,6 +744,16 @@ class _EndpointRun:
         return _Verdict(
             Outcome.PASS, f"{answered}; {identity}" + (f"; {', '.join(speed)}" if speed else "")
         )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float_or_none(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None
 
 
 def _host_port(url: str) -> tuple[str, int] | None:

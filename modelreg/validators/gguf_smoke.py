@@ -2,7 +2,9 @@
 
 Greedy decoding, every case of the suite (by default the Paris check, at most 16 new tokens)
 through one loaded model, the model's chat template when it has one; judged by
-``smoke.judge_run``. The same child reports the build's compiled features (see llama_runtime).
+``smoke.judge_run``. The same child reports the build's compiled features and, on a target that
+declares what it serves, measures the served context (``served_context_probe`` in the
+evidence, which ``verify.measured_memory`` judges under host-compat; see llama_runtime).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ class GGUFCpuSmoke:
             "host_cpu_model": host.cpu_model(),
             "host_cpu_flags": sorted(host.cpu_flags()),
         }
+        probe = report.served_context_probe()
+        if probe is not None:
+            evidence["served_context_probe"] = probe
         if report.child.status == "ok" and response.get("status") == "incompatible":
             missing = ", ".join(response.get("missing_features", []))
             return finish(

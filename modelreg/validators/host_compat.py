@@ -7,6 +7,7 @@ weights + KV cache at the configured context vs the target's memory.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from modelreg.deployed_unit import serves_own_runtime
@@ -18,6 +19,48 @@ from modelreg.validators.cpu_features import missing_flags
 from modelreg.validators.llama_runtime import llama_report, target_flags
 
 RUNTIME_TARGET_KIND = {"llama.cpp": "cpu", "transformers": "cpu", "neuron": "neuron"}
+
+
+@dataclass(frozen=True)
+class ServedShape:
+    """What the memory check sizes the KV cache for, and why."""
+
+    context: int | None  # None: the default (min(4096, trained context))
+    sequences: int
+    kv_dtype_k: str
+    kv_dtype_v: str
+    source: str
+    unknown: str | None = None  # why the served context is not known
+
+    def describe(self, tokens: int) -> str:
+        shape = f"{tokens} tokens" + (f" × {self.sequences} seq" if self.sequences > 1 else "")
+        return f"{shape} ({self.source})"
+
+
+def served_shape(ctx: CheckContext) -> ServedShape:
+    """The target's serving configuration when it declares one (a context of None there is
+    the model's trained context), else ``verify --context``, else the default."""
+    serving = ctx.target.serving
+    if serving is not None:
+        trained = ctx.record.manifest.architecture.context_length
+        context = serving.context or trained
+        return ServedShape(
+            context,
+            serving.kv_sequences,
+            serving.kv_dtype_k,
+            serving.kv_dtype_v,
+            f"served by {ctx.target.name}: {serving.source}"
+            + ("" if serving.context else ", the trained context"),
+            None
+            if context
+            else f"{ctx.target.name} serves the model's trained context, which the artifact "
+            "does not declare",
+        )
+    if ctx.options.context is not None:
+        return ServedShape(ctx.options.context, 1, "f16", "f16", "verify --context")
+    return ServedShape(
+        None, 1, "f16", "f16", f"default: {ctx.target.name} declares no serving context"
+    )
 
 
 class HostCompatCheck:
@@ -47,9 +90,21 @@ class HostCompatCheck:
 
         if ctx.target.kind == "neuron":
             return self._neuron(ctx, started, evidence)
-        fit = memory_fit(manifest, ctx.target.memory_bytes, context=ctx.options.context)
+        served = served_shape(ctx)
+        fit = memory_fit(
+            manifest,
+            ctx.target.memory_bytes,
+            context=served.context,
+            sequences=served.sequences,
+            kv_dtype=served.kv_dtype_k,
+            kv_dtype_v=served.kv_dtype_v,
+            latent_mla_runtime=ctx.target.runs_ik_llama,
+        )
         evidence["memory"] = {
             "context_tokens": fit.kv.tokens,
+            "sequences": fit.kv.sequences,
+            "kv_dtype": fit.kv.kv_dtype,
+            "context_source": served.source,
             "weights_bytes": fit.weights_bytes,
             "kv_cache_bytes": fit.kv.bytes,
             "overhead_bytes": fit.overhead_bytes,
@@ -59,7 +114,9 @@ class HostCompatCheck:
             "budget_bytes": fit.budget_bytes,
             "fits": fit.fits,
         }
-        if fit.fits is False:
+        if served.unknown:
+            unknown.append(served.unknown)
+        elif fit.fits is False:
             failures.extend(fit.reasons)
         elif fit.fits is None:
             unknown.extend(fit.reasons)
@@ -72,6 +129,7 @@ class HostCompatCheck:
         ]
         if declared:
             failures.append(f"the artifact needs CPU flags {', '.join(declared)}, absent on target")
+        self._tensor_kernels(ctx, flags, failures, unknown, evidence)
 
         if failures:
             return finish(
@@ -90,9 +148,37 @@ class HostCompatCheck:
             started,
             Outcome.PASS,
             f"runtime build runs on {ctx.target.name}; needs {fit.total_bytes / 2**30:.2f} GiB "
-            f"of a {fit.budget_bytes / 2**30:.2f} GiB budget at {fit.kv.tokens} tokens",
+            f"of a {fit.budget_bytes / 2**30:.2f} GiB budget at {served.describe(fit.kv.tokens)}",
             evidence,
         )
+
+    @staticmethod
+    def _tensor_kernels(
+        ctx: CheckContext,
+        flags: frozenset[str] | None,
+        failures: list[str],
+        unknown: list[str],
+        evidence: dict[str, Any],
+    ) -> None:
+        """Tensor layouts whose only x86 kernel needs CPU features (ik_llama.cpp's
+        row-interleaved ``_R4``/``_R8`` types need AVX2: on AVX1 the output is garbage)."""
+        from modelreg.manifests.tensor_types import interleaved_cpu_requirements
+
+        quant = ctx.record.manifest.quantization
+        needs = interleaved_cpu_requirements(quant.tensor_types if quant else {})
+        if not needs:
+            return
+        evidence["tensor_type_cpu_requirements"] = {n.type_name: list(n.flags) for n in needs}
+        if flags is None:
+            unknown.append(
+                f"target {ctx.target.name} declares no cpu_flags, and "
+                f"{', '.join(n.type_name for n in needs)} need {', '.join(needs[0].flags)}"
+            )
+            return
+        for need in needs:
+            missing = [f for f in need.flags if f not in flags]
+            if missing:
+                failures.append(f"{need.message} — {ctx.target.name} lacks {', '.join(missing)}")
 
     @staticmethod
     def _cpu_features(
@@ -131,11 +217,34 @@ class HostCompatCheck:
                 )
 
     def _neuron(self, ctx: CheckContext, started: Any, evidence: dict[str, Any]) -> CheckResult:
-        fit = neuron_fit(ctx.record.manifest, ctx.target.neuron_cores, ctx.target.memory_bytes)
+        from modelreg.manifests.neuron_fit import FitVerdict
+
+        # What the target serves is what is checked (``verify --context`` when it declares
+        # nothing): beyond the compiled shape it is "not compiled for this", not a fit.
+        serving = ctx.target.serving
+        fit = neuron_fit(
+            ctx.record.manifest,
+            ctx.target.neuron_cores,
+            ctx.target.memory_bytes,
+            context=serving.context if serving is not None else ctx.options.context,
+            sequences=serving.parallel if serving is not None else None,
+        )
+        shape = fit.shape
         evidence["neuron_fit"] = {
             "tp_degree": fit.tp_degree,
             "neuron_cores": fit.neuron_cores,
+            "compiled_shape": {
+                "tp_degree": shape.tp_degree,
+                "batch_size": shape.batch_size,
+                "seq_len": shape.seq_len,
+                "context_buckets": list(shape.context_buckets),
+                "kv_dtype": shape.kv_dtype,
+            },
+            "context": fit.context,
+            "sequences": fit.sequences,
+            "compiled_for": fit.compiled_for,
             "per_rank_bytes": fit.per_rank_bytes,
+            "kv_per_rank_bytes": fit.kv_per_rank_bytes,
             "reserve_bytes": fit.reserve_bytes,
             "core_budget_bytes": fit.core_budget_bytes,
             "contributors": [
@@ -158,7 +267,11 @@ class HostCompatCheck:
                 Outcome.FAIL,
                 "; ".join(fit.reasons),
                 evidence,
-                classification="does_not_fit",
+                classification=(
+                    "not_compiled_for_this"
+                    if fit.verdict is FitVerdict.NOT_COMPILED
+                    else "does_not_fit"
+                ),
             )
         if fit.fits is None:
             return finish(
@@ -173,7 +286,8 @@ class HostCompatCheck:
             started,
             Outcome.PASS,
             f"{(fit.per_rank_bytes or 0) / 2**30:.2f} GiB per NeuronCore at TP="
-            f"{fit.tp_degree} (+ {fit.reserve_bytes / 2**30:.0f} GiB reserve) fits "
-            f"{ctx.target.name}; host {(fit.host_bytes or 0) / 2**30:.2f} GiB",
+            f"{fit.tp_degree} (+ {(fit.kv_per_rank_bytes or 0) / 2**30:.2f} GiB KV cache for "
+            f"{shape.seq_len} tokens × {shape.batch_size} seq, + {fit.reserve_bytes / 2**30:.0f} "
+            f"GiB reserve) fits {ctx.target.name}; host {(fit.host_bytes or 0) / 2**30:.2f} GiB",
             evidence,
         )

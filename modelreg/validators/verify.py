@@ -54,7 +54,7 @@ def run_checks(
             }
             inline = {name: CHECKS[name].run(ctx) for name in names if name not in background}
             results = [background[n].result() if n in background else inline[n] for n in names]
-        return measured_memory(results, target)
+        return results
     finally:
         if warm_llama_child is not None:
             warm_llama_child.discard()
@@ -141,35 +141,124 @@ def exercised_runtime(results: list[CheckResult], target: Target) -> list[CheckR
 
 
 def measured_memory(results: list[CheckResult], target: Target) -> list[CheckResult]:
-    """A runtime that really used more memory than the target's budget fails host-compat,
-    with the estimate and the measurement side by side."""
-    peaks = [
-        r.evidence.get("resources", {}).get("peak_rss_bytes")
+    """Judge host-compat's memory on the larger of what the runtime really used (its peak
+    RSS) and what host-compat estimated, both recorded in its evidence: over the target's
+    budget is a fail with both numbers.
+
+    On a target that declares what it serves (``serving``) and that the bundled llama.cpp
+    serves, the peak measured at the served context (gguf-cpu-smoke's
+    ``served_context_probe``) counts too, and is named in the pass summary; a probe that timed
+    out or could not run makes host-compat ``unavailable`` with that reason unless it already
+    failed — a served configuration nobody measured is unknown."""
+    from modelreg.validators.llama_runtime import PROBE_MAX_SECONDS, PROBE_TIMEOUT_SHARE
+
+    # The runs that can measure here: the bundled runtimes' checks, and a runtime verify
+    # launched (a remote endpoint's memory cannot be read from here: the estimate stands).
+    # A Neuron target's served shape is bounded by what its bundle was compiled for instead.
+    measuring = [
+        r
         for r in results
-        if isinstance(r.evidence.get("resources"), dict)
+        if r.check in ("gguf-cpu-smoke", "transformers-cpu-smoke")
+        or (r.check == "endpoint-smoke" and r.evidence.get("mode") == "launch")
     ]
+    probe_due = target.serving is not None and target.kind == "cpu" and bool(measuring)
+    probe: dict[str, Any] | None = None
+    peaks: list[Any] = []
+    for r in results:
+        resources = r.evidence.get("resources")
+        if isinstance(resources, dict):
+            peaks.append(resources.get("peak_rss_bytes"))
+        served = r.evidence.get("served_context_probe")
+        if r in measuring and isinstance(served, dict):
+            probe = served
+            # A probe that stopped at its bound measured a real (lower-bound) peak too.
+            if isinstance(served.get("resources"), dict):
+                peaks.append(served["resources"].get("peak_rss_bytes"))
     measured = max((p for p in peaks if isinstance(p, int)), default=None)
-    if measured is None or not target.memory_bytes:
+    if probe_due and probe is None:
+        names = ", ".join(r.check for r in measuring)
+        probe = {"status": "not_run", "reason": f"{names} recorded no served-context probe"}
+    if measured is None and not probe_due:
         return results
-    budget = int(target.memory_bytes * MEMORY_BUDGET_SHARE)
+    budget = int(target.memory_bytes * MEMORY_BUDGET_SHARE) if target.memory_bytes else None
+
+    unmeasured = None
+    if probe_due and probe is not None and probe.get("status") != "ok":
+        if probe.get("status") == "timeout":
+            unmeasured = (
+                f"the served-context probe stopped at its {probe.get('deadline_s')} s bound "
+                f"after {probe.get('tokens_evaluated')} of {probe.get('tokens_requested')} "
+                f"tokens — give verify a longer --timeout (the probe may take "
+                f"{PROBE_TIMEOUT_SHARE:.0%} of it, at most {PROBE_MAX_SECONDS:.0f} s)"
+            )
+        else:
+            why = probe.get("reason") or probe.get("message") or f"status {probe.get('status')}"
+            unmeasured = f"the served context was not measured: {why}"
+
     bound = []
     for result in results:
-        if result.check == "host-compat":
-            evidence = dict(result.evidence) | {
-                "measured_peak_rss_bytes": measured,
-                "budget_bytes": budget,
-            }
-            result = result.model_copy(update={"evidence": evidence})
-            if measured > budget and result.outcome is not Outcome.FAIL:
-                estimate = (result.evidence.get("memory") or {}).get("total_bytes")
-                estimated = f"estimated {estimate / GiB:.2f} GiB, " if estimate else ""
-                result = _replace(
-                    result,
-                    Outcome.FAIL,
-                    f"the runtime used {measured / GiB:.2f} GiB ({estimated}measured peak RSS) "
-                    f"of a {budget / GiB:.2f} GiB budget on {target.name}",
-                    "does_not_fit",
+        if result.check != "host-compat":
+            bound.append(result)
+            continue
+        estimate = (result.evidence.get("memory") or {}).get("total_bytes")
+        estimated = estimate if isinstance(estimate, int) else None
+        known = [b for b in (measured, estimated) if b is not None]
+        used = max(known) if known else None
+        evidence = dict(result.evidence) | {
+            "measured_peak_rss_bytes": measured,
+            "estimated_bytes": estimated,
+            "used_bytes": used,
+            "budget_bytes": budget,
+        }
+        if probe is not None:
+            evidence["served_context_probe"] = {
+                key: probe.get(key)
+                for key in (
+                    "status",
+                    "cells",
+                    "kv_dtype_k",
+                    "kv_dtype_v",
+                    "tokens_requested",
+                    "tokens_evaluated",
+                    "prompt_ms",
+                    "prompt_tokens_per_s",
+                    "peak_rss_bytes",
+                    "deadline_s",
+                    "reason",
+                    "message",
                 )
+                if probe.get(key) is not None
+            }
+        result = result.model_copy(update={"evidence": evidence})
+        if result.outcome is Outcome.FAIL:
+            bound.append(result)
+            continue
+        if used is not None and budget is not None and used > budget:
+            if measured is not None and measured >= (estimated or 0):
+                also = f"estimated {estimated / GiB:.2f} GiB, " if estimated else ""
+                summary = (
+                    f"the runtime used {measured / GiB:.2f} GiB ({also}measured peak RSS) "
+                    f"of a {budget / GiB:.2f} GiB budget on {target.name}"
+                )
+            else:
+                also = f"; measured peak RSS {measured / GiB:.2f} GiB" if measured else ""
+                summary = (
+                    f"the runtime needs {used / GiB:.2f} GiB (estimated{also}) "
+                    f"of a {budget / GiB:.2f} GiB budget on {target.name}"
+                )
+            result = _replace(result, Outcome.FAIL, summary, "does_not_fit")
+        elif unmeasured is not None:
+            result = _replace(result, Outcome.UNAVAILABLE, unmeasured, "served_context_unmeasured")
+        elif result.outcome is Outcome.PASS and probe is not None and probe.get("status") == "ok":
+            peak = (probe.get("resources") or {}).get("peak_rss_bytes") or probe.get(
+                "peak_rss_bytes"
+            )
+            rate = probe.get("prompt_tokens_per_s")
+            figures = f"measured {peak / GiB:.2f} GiB peak" if isinstance(peak, int) else "measured"
+            figures += f" at {probe.get('tokens_evaluated')} tokens"
+            if rate:
+                figures += f" ({rate:.0f} prompt tok/s)"
+            result = result.model_copy(update={"summary": f"{result.summary}; {figures}"})
         bound.append(result)
     return bound
 
