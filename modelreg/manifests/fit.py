@@ -154,6 +154,10 @@ def kv_cache_bytes(
     if unknown:
         return KVEstimate(tokens, sequences, kv_dtype, None, layers, unknown=unknown)
     assert layers is not None
+
+    def unknown_kv(what: str) -> KVEstimate:
+        return KVEstimate(tokens, sequences, kv_dtype, None, layers, unknown=[what])
+
     pattern, pattern_source = sliding_layers(arch)
     notes = []
     if pattern is None:
@@ -182,36 +186,15 @@ def kv_cache_bytes(
         kv_heads = _layer_value(arch.head_count_kv, layer)
         heads = _layer_value(arch.head_count, layer)
         if kv_heads is None:
-            return KVEstimate(
-                tokens,
-                sequences,
-                kv_dtype,
-                None,
-                layers,
-                unknown=[f"head_count_kv for layer {layer}"],
-            )
+            return unknown_kv(f"head_count_kv for layer {layer}")
         key_dim = _layer_value(arch.key_length, layer)
         if key_dim is None:
             if not heads or arch.embedding_length is None or rank is not None:
-                return KVEstimate(
-                    tokens,
-                    sequences,
-                    kv_dtype,
-                    None,
-                    layers,
-                    unknown=[f"head_dim for layer {layer}"],
-                )
+                return unknown_kv(f"head_dim for layer {layer}")
             key_dim = arch.embedding_length // heads
         value_dim = _layer_value(arch.value_length, layer)
         if value_dim is None and rank is not None and not stored_latent:
-            return KVEstimate(
-                tokens,
-                sequences,
-                kv_dtype,
-                None,
-                layers,
-                unknown=[f"value_length for layer {layer} (latent attention: not key_length)"],
-            )
+            return unknown_kv(f"value_length for layer {layer} (latent attention: not key_length)")
         value_dim = 0 if stored_latent else (value_dim or key_dim)
         total += (key_dim * per_key + value_dim * per_value) * kv_heads * held * sequences
     latent_parts = f"kv_lora_rank {rank} + {rope} rope dims" if latent_row is not None else ""

@@ -230,14 +230,7 @@ def _neuron(
             "fits_device": recorded.fits_device,
             "fits_host": recorded.fits_host,
             "headroom": headroom,
-            "compiled_shape": {
-                "tp_degree": shape.tp_degree,
-                "batch_size": shape.batch_size,
-                "seq_len": shape.seq_len,
-                "context_buckets": list(shape.context_buckets),
-                "kv_dtype": shape.kv_dtype,
-                "max_context": shape.max_context,
-            },
+            "compiled_shape": shape.as_dict(),
             # What was asked (None: nothing, the compiled shape is served) and whether the
             # compiled shape serves it (None: a fact it needs is not recorded).
             "request": {

