@@ -111,6 +111,7 @@ if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
     # imported: `modelreg inspect` needs no database.
     from modelreg.manifests.build import BuiltArtifact
+    from modelreg.progress import ProgressCallback, VerifyProgress
     from modelreg.registry.store import (
         ForeignRun,
         Locked,
@@ -828,6 +829,7 @@ class Registry:
         sign_key: Path | None = None,
         actor: str | None = None,
         warm_llama_child: RuntimeChild | None = None,
+        progress: ProgressCallback | None = None,
     ) -> VerifyOutput:
         """Run the record's required checks on ``target``, store every result with its
         evidence and fingerprint, and say whether it is now deployable there.
@@ -840,10 +842,46 @@ class Registry:
         top-1 and mean KL over a fixed text), judged by the suite's agreement thresholds.
         ``sign_key`` (or ``$MODELREG_SIGNING_KEY``): sign the run as an in-toto statement.
         ``warm_llama_child``: a llama.cpp child started early (see the CLI); used or killed.
+        ``progress``: called with a ``modelreg.progress.ProgressEvent`` as each check starts
+        and ends (and per suite case where one is observable); None: silent.
+
+        A held or retired record is refused (``NotDeployable``) before anything runs: its
+        evidence could not make it deployable, and a generation would only waste the time.
         """
+        from modelreg.progress import VerifyProgress
+
+        watcher = VerifyProgress(progress)
         try:
             record = self.store.get(ref)
             the_target = self.target(target)
+            # Refused here, before any check or runtime child runs. (The locked write below
+            # judges the state again: a hold that lands mid-run still makes it undeployable.)
+            state = self.store.state(record.id)
+            if state.state is RecordStateKind.HELD:
+                raise NotDeployable(
+                    record.id,
+                    target,
+                    [
+                        Reason(
+                            rules.ReasonCode.HELD,
+                            f"on hold: {state.reason} (verify runs nothing for a held record)",
+                            f"release it first: modelreg release {record.id}",
+                        )
+                    ],
+                )
+            if state.state is RecordStateKind.RETIRED:
+                raise NotDeployable(
+                    record.id,
+                    target,
+                    [
+                        Reason(
+                            rules.ReasonCode.RETIRED,
+                            f"retired: {state.reason} (verify runs nothing for a retired record)",
+                            f"a retired record stays retired; verify a newer one: modelreg list "
+                            f"--model {record.model_id}",
+                        )
+                    ],
+                )
             from modelreg.validators.base import locate_files
 
             files = locate_files(record, path)
@@ -852,7 +890,7 @@ class Registry:
             if warm_llama_child is not None:
                 warm_llama_child.discard()
             raise
-        return self._verify(record, the_target, files, plan, actor, warm_llama_child)
+        return self._verify(record, the_target, files, plan, actor, warm_llama_child, watcher)
 
     def _verify_plan(
         self,
@@ -914,7 +952,10 @@ class Registry:
         plan: _VerifyPlan,
         actor: str | None,
         warm_llama_child: RuntimeChild | None = None,
+        progress: VerifyProgress | None = None,
     ) -> VerifyOutput:
+        from concurrent.futures import ThreadPoolExecutor
+
         from modelreg.validators.staging import stage, unrecorded_runtime_files
         from modelreg.validators.verify import (
             agreement_unmeasured,
@@ -930,16 +971,25 @@ class Registry:
             unrecorded = sorted(
                 name for d in directories for name in unrecorded_runtime_files(d, recorded)
             )
+        signatures = self.store.artifact_signatures(record.id)
         # The checks see a private view of exactly the record's files: the bytes the digest
         # check hashes are the bytes the runtime loads, and nothing else is there to load.
-        with stage(files) as staged:
+        with stage(files) as staged, ThreadPoolExecutor(1, "fingerprint") as beside:
+            # What the run's fingerprint needs that no check decides (package versions, the
+            # llama.cpp build's library digests, the CPU flags; all memoized) is worked out
+            # while the model loads. The fingerprint itself is made from the evidence after
+            # every check is in (``_record_results``).
+            beside.submit(
+                runtime_fingerprint, target, _runtime_of(record), suite=suite_label(plan.suite)
+            )
             results = run_checks(
                 record,
                 target,
                 {**files, **staged.files},
                 plan.options,
                 warm_llama_child,
-                artifact_signatures=self.store.artifact_signatures(record.id),
+                artifact_signatures=signatures,
+                progress=progress,
             )
             if plan.reference is not None:
                 results.append(reference_check(record, plan.reference, staged.files, plan))
@@ -2084,6 +2134,15 @@ class Registry:
         record = self.store.get(ref)
         the_target = self.target(target)
         _check_uploaded(checks)
+        from modelreg.validators.verify import uploaded_served_problem
+
+        served = uploaded_served_problem(checks, the_target)
+        if served is not None:
+            raise InvalidInput(
+                f"the run's host-compat passed on {target} without what it serves measured: "
+                f"{served}",
+                "verify on the target's host with this modelreg (it measures the served context)",
+            )
         now = datetime.now(UTC)
         future = [c.finished_at for c in checks if c.finished_at.astimezone(UTC) > now + SKEW]
         if future:

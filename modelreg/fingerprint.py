@@ -338,13 +338,20 @@ def target_definition(target: Target) -> Fingerprint:
         "trust_verifier_keys": _keys_digest(target.trust_verifier_keys),
         "suite": target.suite or "none",
     }
-    if target.serving is not None:
-        # Only when declared: evidence from before serving existed stays as fresh as it was.
+    if target.serving is not None and target.serving.declared:
+        # Only when a serving block declares it: evidence from before serving existed stays as
+        # fresh as it was (what a launch's flags say is in the deployed unit's fingerprint).
         serving = target.serving
         definition["serving"] = (
             f"context={serving.context or 'trained'} parallel={serving.parallel} "
             f"kv={serving.kv_dtype} unified={serving.unified} "
             f"max_output={serving.max_output_tokens or 'none'}"
+        )
+    if target.gates is not None:
+        # Only when declared, like serving: a gate added later expires the evidence it judged.
+        definition["gates"] = " ".join(
+            f"{name}={value:g}"
+            for name, value in sorted(target.gates.model_dump(exclude_none=True).items())
         )
     return {f"{TARGET_PREFIX}{k}": v for k, v in definition.items()}
 

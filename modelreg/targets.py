@@ -29,6 +29,9 @@ User-defined targets come from a YAML file (``$MODELREG_TARGETS`` or
         #   token_env: LLM_API_TOKEN              # the variable holding the bearer token
         #   image: registry.example.com/llm/server@sha256:<64 hex>
         #   require_identity: true                # default: an unconfirmed model blocks
+        # Speed and memory gates of this target's hosts, on top of the suite's quality gates
+        # (the names of a suite's thresholds; a suite meant for every host has none):
+        gates: {min_decode_tokens_per_s: 20, max_ttft_ms: 2000, max_peak_rss_gib: 4}
 
 Checks that need the target's hardware (a real generation) run only on a host that *is* the
 target; elsewhere they report ``unavailable``.
@@ -42,11 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from modelreg import config, host
 from modelreg.errors import InvalidInput, TargetNotFound
 from modelreg.schemas.manifest import GoldenPrompt, first_error
+from modelreg.schemas.suite import ResourceGates
 
 if TYPE_CHECKING:
     from modelreg.deployed_unit import RuntimeFields
@@ -92,6 +96,20 @@ class Serving:
     source: str = "serving"  # "serving", "launch" or "serving and launch"
     # llama-server --kv-unified: the sequences share one cache of ``context`` cells.
     unified: bool = False
+
+    @property
+    def declared(self) -> bool:
+        """A ``serving`` block says it (not only the launch's flags)."""
+        return "serving" in self.source
+
+    def per_sequence(self, trained: int | None) -> int | None:
+        """Tokens one sequence holds, the trained context once known (llama-server's
+        ``-c 0`` splits it over its slots as it splits ``-c``)."""
+        if self.context:
+            return self.context
+        if trained is None:
+            return None
+        return trained if self.unified else trained // self.parallel
 
     @property
     def kv_sequences(self) -> int:
@@ -154,13 +172,22 @@ class Target:
     # What its runtime serves: context per sequence, parallel sequences, output limit, KV
     # cache type (the ``serving`` block and the launch's flags, which must agree).
     serving: Serving | None = None
+    # Resource gates its hosts must meet on every suite run here (``gates:``), on top of the
+    # suite's own; None: none declared.
+    gates: ResourceGates | None = None
 
     @property
     def runs_ik_llama(self) -> bool:
-        """Its hosts run ik_llama.cpp (declared in ``runtime`` or the launch's program): a
-        runtime that caches MLA's latent for every DeepSeek conversion."""
-        named = [*self.runtime.values(), *self.launch[:1]]
-        return any("ikllama" in re.sub(r"[-_.]", "", str(v).lower()) for v in named)
+        """Its hosts run ik_llama.cpp as declared in ``runtime`` (a declaration verify must
+        see exercised), with its MLA cache on: a runtime that caches MLA's latent for every
+        DeepSeek conversion. ``-mla 0`` in its launch caches per-head K and V instead."""
+        named = [*self.runtime, *self.runtime.values()]
+        if not any("ikllama" in re.sub(r"[-_.]", "", str(v).lower()) for v in named):
+            return False
+        for flag, value in zip(self.launch, self.launch[1:], strict=False):
+            if flag in ("-mla", "--mla-use") and value.strip() == "0":
+                return False
+        return True
 
     @property
     def hbm_bytes(self) -> int:
@@ -222,9 +249,10 @@ class _TrustSpec(BaseModel):
 class _ServingSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    context: int | None = Field(default=None, gt=0, le=MAX_SERVED_CONTEXT)
-    parallel: int | None = Field(default=None, gt=0, le=MAX_PARALLEL)
-    max_output_tokens: int | None = Field(default=None, gt=0, le=MAX_OUTPUT_TOKENS)
+    # Strict: `true` or "2048" is not a context size.
+    context: StrictInt | None = Field(default=None, gt=0, le=MAX_SERVED_CONTEXT)
+    parallel: StrictInt | None = Field(default=None, gt=0, le=MAX_PARALLEL)
+    max_output_tokens: StrictInt | None = Field(default=None, gt=0, le=MAX_OUTPUT_TOKENS)
     kv_dtype: KVDtype | None = None  # K and V, unless kv_dtype_v says otherwise for V
     kv_dtype_v: KVDtype | None = None
 
@@ -252,6 +280,7 @@ class _TargetSpec(BaseModel):
     required_build_flags: list[str] | None = None
     image: str | None = None
     serving: _ServingSpec | None = None
+    gates: ResourceGates | None = None
 
 
 BUILTIN_SUITES = ("default-chat",)
@@ -260,7 +289,8 @@ BUILTIN_SUITES = ("default-chat",)
 # Flags of llama.cpp's servers that set what is served: llama-server (-c / --ctx-size is the
 # whole cache, split over --parallel slots unless --kv-unified), llama-cpp-python's server
 # (--n_ctx per its one sequence).
-_CONTEXT_FLAGS = ("-c", "--ctx-size", "--n_ctx", "--n-ctx")
+# (Compared with ``_`` read as ``-`` in long flags, as llama.cpp's argument parser does.)
+_CONTEXT_FLAGS = ("-c", "--ctx-size", "--n-ctx")
 _PARALLEL_FLAGS = ("-np", "--parallel")
 _OUTPUT_FLAGS = ("-n", "--n-predict", "--predict")
 _CACHE_K_FLAGS = ("-ctk", "--cache-type-k")
@@ -272,12 +302,14 @@ def _flag_values(argv: list[str], flags: tuple[str, ...]) -> list[tuple[str, str
     """(flag, value) for every ``FLAG VALUE`` / ``FLAG=VALUE`` in ``argv`` (value None when
     the flag ends the command)."""
     found: list[tuple[str, str | None]] = []
-    for i, arg in enumerate(argv):
+    for i, raw in enumerate(argv):
+        name, eq, value = raw.partition("=")
+        arg = name.replace("_", "-") + eq + value if raw.startswith("--") else raw
         for flag in flags:
             if arg == flag:
                 found.append((flag, argv[i + 1] if i + 1 < len(argv) else None))
             elif arg.startswith(flag + "=") and flag.startswith("--"):
-                found.append((flag, arg[len(flag) + 1 :]))
+                found.append((flag, value))
     return found
 
 
@@ -296,7 +328,11 @@ def _launch_value(argv: list[str], flags: tuple[str, ...], *, number: bool) -> s
         if not number:
             parsed.add(raw)
             continue
+        # Plain digits only: llama.cpp's std::stoi reads "4_096" as 4 where Python's int()
+        # reads 4096 — a figure the two would read differently is refused.
         try:
+            if not re.fullmatch(r"-?[0-9]+", raw):
+                raise ValueError(raw)
             parsed.add(int(raw, 10))
         except ValueError:
             raise UnitFieldError(
@@ -305,6 +341,9 @@ def _launch_value(argv: list[str], flags: tuple[str, ...], *, number: bool) -> s
     if len(parsed) > 1:
         raise UnitFieldError("launch", f"{'/'.join(flags)} is given {len(parsed)} different values")
     return parsed.pop()
+
+
+LLAMA_CPP_PYTHON_SERVER_CONTEXT = 2048  # llama_cpp.server's ModelSettings.n_ctx default
 
 
 def _server_arguments(launch: list[str]) -> list[str] | None:
@@ -329,11 +368,16 @@ def launch_serving(launch: list[str]) -> dict[str, Any]:
     server = _server_arguments(launch)
     if server is None:
         return found
+    server_is_python = "llama_cpp.server" in launch[: len(launch) - len(server)]
     launch = server
     total = _launch_value(launch, _CONTEXT_FLAGS, number=True)
     parallel = _launch_value(launch, _PARALLEL_FLAGS, number=True)
     output = _launch_value(launch, _OUTPUT_FLAGS, number=True)
-    unified = any(arg in _UNIFIED_FLAGS for arg in launch)
+    unified = any(arg.replace("_", "-") in _UNIFIED_FLAGS for arg in launch)
+    if total is None:
+        # Started without a context flag: llama-server's default is the trained context
+        # (n_ctx 0), llama-cpp-python's server's is 2048 tokens.
+        total = LLAMA_CPP_PYTHON_SERVER_CONTEXT if server_is_python else 0
     if isinstance(parallel, int):
         if not 0 < parallel <= MAX_PARALLEL:
             raise UnitFieldError(
@@ -346,7 +390,8 @@ def launch_serving(launch: list[str]) -> dict[str, Any]:
                 "launch", f"context {total} is out of range (0 to {MAX_SERVED_CONTEXT} tokens)"
             )
         slots = found.get("parallel", 1)
-        # llama-server splits -c over its slots unless the cache is unified.
+        # llama-server splits -c over its slots unless the cache is unified (-c 0: the
+        # trained context, split alike — Serving.per_sequence does that once it is known).
         found["context"] = total if unified or total == 0 else total // slots
         if found["context"] == 0 and total:
             raise UnitFieldError("launch", f"context {total} split over {slots} slots is empty")
@@ -400,6 +445,12 @@ def _serving(path: Path, name: str, spec: _TargetSpec) -> Serving | None:
                 "make serving and the launch flags agree (the launch is what will serve)",
             )
     merged = launched | declared
+    output, per_sequence = merged.get("max_output_tokens"), merged.get("context")
+    if output and per_sequence and output >= per_sequence:
+        raise InvalidInput(
+            f"{path}: targets.{name}.serving.max_output_tokens: {output} is not below the "
+            f"{per_sequence}-token context a sequence holds (the prompt needs room too)"
+        )
     source = "serving and launch" if declared and launched else "serving" if declared else "launch"
     k = merged.get("kv_dtype", "f16")
     return Serving(
@@ -553,6 +604,8 @@ def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
         required_build_flags=served.required_build_flags,
         image=served.image,
         serving=_serving(Path(origin.removeprefix(LOCAL_ORIGIN)), name, spec),
+        # ``gates: {}`` declares nothing: the same definition as no block at all.
+        gates=spec.gates if spec.gates is not None and spec.gates.declared else None,
     )
 
 

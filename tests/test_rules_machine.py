@@ -83,13 +83,14 @@ cases:
 
 def _probe(probe: str, served: int | None) -> dict[str, Any]:
     """A served-context probe as the llama.cpp child reports it: ``full`` filled the served
-    context, ``timeout`` stopped at its bound halfway, ``none`` left no probe."""
+    context, ``timeout`` stopped at its bound halfway, ``short`` says ok but covered half of
+    it (a truncated prompt), ``none`` left no probe."""
     if probe == "none" or served is None:
         return {}
     evaluated = served if probe == "full" else served // 2
     return {
         "served_context_probe": {
-            "status": "ok" if probe == "full" else "timeout",
+            "status": "timeout" if probe == "timeout" else "ok",
             "tokens_requested": served,
             "tokens_evaluated": evaluated,
             "prompt_tokens_per_s": 150.0,
@@ -139,6 +140,7 @@ class RegistryMachine(RuleBasedStateMachine):
         self.trusted = False
         self.declared: str | None = None  # a runtime: declaration of the target
         self.serving: int | None = None  # the context the target declares it serves
+        self.gates: int | None = None  # a speed floor (tok/s) the target declares
         self.private, self.public = key_pair(self.dir, "ci")
         self._define_target()
         self.ggml = self.dir / "lib" / "libggml-cpu.so"
@@ -168,10 +170,14 @@ class RegistryMachine(RuleBasedStateMachine):
     def _define_target(self) -> None:
         spec = self.dir / "targets.yaml"
         trust = f"    trust: {{verifier_keys: ['{self.public}']}}\n" if self.trusted else ""
-        if self.declared is not None:
+        if self.declared == "image":
+            trust += f"    image: registry.example.com/llm@sha256:{'a' * 64}\n"
+        elif self.declared is not None:
             trust += f"    runtime: {{llama.cpp: '{self.declared}'}}\n"
         if self.serving is not None:
             trust += f"    serving: {{context: {self.serving}}}\n"
+        if self.gates is not None:
+            trust += f"    gates: {{min_decode_tokens_per_s: {self.gates}}}\n"
         spec.write_text(
             f"targets:\n  {TARGET}:\n    kind: cpu\n    hosts: ['{host.hostname()}']\n"
             f"    memory_gib: {self.memory}\n" + trust
@@ -222,7 +228,7 @@ class RegistryMachine(RuleBasedStateMachine):
     @rule(
         record=records,
         outcome=st.sampled_from(["pass", "pass", "fail", "unavailable"]),
-        probe=st.sampled_from(["full", "full", "timeout", "none"]),
+        probe=st.sampled_from(["full", "full", "timeout", "short", "none"]),
     )
     def verify_run(self, record: str, outcome: str, probe: str) -> None:
         out = self.verify(record, outcome, probe=probe)
@@ -230,7 +236,7 @@ class RegistryMachine(RuleBasedStateMachine):
         if outcome != "pass":
             assert not out.deployability.deployable
         if self.serving is not None and probe != "full":
-            # Invariant 8: a served context nobody measured is unknown, never a pass.
+            # Invariant 7 (serving): a served context nobody measured is unknown, never a pass.
             assert not out.deployability.deployable
             event("served context unmeasured")
 
@@ -258,18 +264,24 @@ class RegistryMachine(RuleBasedStateMachine):
     @rule(
         memory=st.sampled_from([16, 32]),
         trusted=st.booleans(),
-        declared=st.sampled_from([None, None, "bundled", "ik_llama.cpp b3900"]),
+        declared=st.sampled_from([None, None, "bundled", "ik_llama.cpp b3900", "image"]),
         serving=st.sampled_from([None, None, 2048, 4096]),
+        gates=st.sampled_from([None, None, 2, 20]),
     )
     def redefine_target(
-        self, memory: int, trusted: bool, declared: str | None, serving: int | None
+        self,
+        memory: int,
+        trusted: bool,
+        declared: str | None,
+        serving: int | None,
+        gates: int | None,
     ) -> None:
         from modelreg.fingerprint import package_version
 
         if declared == "bundled":
             declared = f"llama-cpp-python {package_version('llama-cpp-python')}"
         self.memory, self.trusted, self.declared = memory, trusted, declared
-        self.serving = serving
+        self.serving, self.gates = serving, gates
         self._define_target()
 
     @rule(
@@ -277,8 +289,11 @@ class RegistryMachine(RuleBasedStateMachine):
         outcome=st.sampled_from(["pass", "fail"]),
         age=st.integers(1, 600),
         dishonest=st.sampled_from([None, "finished after signing", "signed in the future"]),
+        probe=st.sampled_from(["full", "full", "none"]),
     )
-    def upload_signed_run(self, record: str, outcome: str, age: int, dishonest: str | None) -> None:
+    def upload_signed_run(
+        self, record: str, outcome: str, age: int, dishonest: str | None, probe: str
+    ) -> None:
         """A run signed on the target host, uploaded: signed ``age`` minutes ago (an older
         signed pass may arrive after a newer failure). Dishonest times are refused and change
         nothing; an honest run is ordered by its signed time, never by its claimed times."""
@@ -292,8 +307,15 @@ class RegistryMachine(RuleBasedStateMachine):
         finished = signed_at - timedelta(seconds=1)
         if dishonest == "signed in the future":
             signed_at = now + timedelta(days=1)
-        results = _results(outcome, [])
+        from modelreg.validators.verify import measured_memory
+
         target = self.registry.target(TARGET)
+        # As verify wrote them on the target host: host-compat judged on what was measured
+        # there (``none``: a verifier that skipped the served-context probe).
+        results = _results(outcome, [], probe, self.serving)
+        if probe != "none":
+            results = measured_memory(results, target)
+        skipped_probe = probe == "none" and self.serving is not None and outcome == "pass"
         fingerprint = runtime_fingerprint(
             target, "llama.cpp", libraries=[str(self.ggml)], suite=self.attached_label()
         )
@@ -324,10 +346,12 @@ class RegistryMachine(RuleBasedStateMachine):
                 actor="machine",
             )
         except InvalidInput:
-            assert dishonest is not None
+            # Refused: dishonest times, or a pass that never measured what the target serves.
+            assert dishonest is not None or skipped_probe
             assert self.verdicts() == before
             return
         assert dishonest is None, "a run with dishonest times was accepted"
+        assert not skipped_probe, "a pass without the served context measured was accepted"
 
     @rule()
     def rebuild_ggml(self) -> None:
@@ -528,11 +552,13 @@ class RegistryMachine(RuleBasedStateMachine):
             checks = self.registry.store.run_checks(verdict.run_id)
             assert all(c.result.outcome in (Outcome.PASS, Outcome.SKIPPED) for c in checks)
             if self.serving is not None:
-                # Invariant 8: memory was measured at the context the target serves now.
+                # Invariant 7 (serving): memory was measured at the context served now, all
+                # of it.
                 (compat,) = [c for c in checks if c.result.check == "host-compat"]
                 probe = compat.result.evidence.get("served_context_probe") or {}
                 assert probe.get("status") == "ok", compat.result.evidence
                 assert probe["tokens_requested"] == self.serving
+                assert probe["tokens_evaluated"] >= self.serving * 0.95
                 event("deployable at a measured served context")
             in_force = self.attached_label()
             current = runtime_fingerprint(

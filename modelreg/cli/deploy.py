@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from modelreg import units
 from modelreg.cli.main import (
     JsonOption,
     ModelArg,
@@ -22,8 +23,10 @@ from modelreg.cli.main import (
 from modelreg.cli.records import deployability_text, unit_text
 from modelreg.cli.render import emit, out, say, table
 from modelreg.errors import InvalidInput
+from modelreg.progress import ProgressMode
 
 if TYPE_CHECKING:
+    from modelreg.progress import ProgressCallback, ProgressEvent
     from modelreg.schemas.output import (
         DeployedOut,
         RollbackOutput,
@@ -50,16 +53,16 @@ def _verify_text(report: VerifyOutput) -> None:
         if isinstance(resources, dict):
             figures = []
             if resources.get("peak_rss_bytes"):
-                figures.append(f"peak RSS {resources['peak_rss_bytes'] / 2**30:.2f} GiB")
-            for key, label, unit in (
-                ("load_ms", "load", " ms"),
-                ("ttft_ms_max", "first token (max)", " ms"),
-                ("prompt_tokens_per_s", "prompt", " tok/s"),
-                ("decode_tokens_per_s", "decode", " tok/s"),
-                ("context_used_tokens", "context used", " tokens"),
+                figures.append(f"peak RSS {units.size_bytes(resources['peak_rss_bytes'])}")
+            for key, label, show in (
+                ("load_ms", "load", units.duration_ms),
+                ("ttft_ms_max", "first token (max)", units.duration_ms),
+                ("prompt_tokens_per_s", "prompt", units.rate),
+                ("decode_tokens_per_s", "decode", units.rate),
+                ("context_used_tokens", "context used", lambda n: f"{n:,} tokens"),
             ):
                 if resources.get(key) is not None:
-                    figures.append(f"{label} {resources[key]:g}{unit}")
+                    figures.append(f"{label} {show(resources[key])}")
             if figures:
                 out(f"{check.check} resources: " + ", ".join(figures))
     if report.signed_by:
@@ -76,6 +79,22 @@ def _verify_text(report: VerifyOutput) -> None:
     else:
         why = "; ".join(r.message for r in verdict.reasons)
         say(f"{report.record.record_id} is NOT deployable on {report.target}: {why}")
+
+
+def progress_printer(mode: ProgressMode) -> ProgressCallback | None:
+    """Where ``verify --progress MODE`` shows its events: stderr (stdout stays data)."""
+    from modelreg.progress import json_line, terminal_line
+
+    if mode is ProgressMode.JSON:
+
+        def json_lines(event: ProgressEvent) -> None:
+            sys.stderr.write(json_line(event) + "\n")
+            sys.stderr.flush()
+
+        return json_lines
+    if mode is ProgressMode.AUTO and sys.stderr.isatty():
+        return lambda event: say(terminal_line(event))
+    return None
 
 
 def _finite(name: str, value: float | None) -> None:
@@ -141,6 +160,14 @@ def verify(
             help="EC private key (PEM) to sign the run with (default: $MODELREG_SIGNING_KEY).",
         ),
     ] = None,
+    progress: Annotated[
+        ProgressMode,
+        typer.Option(
+            "--progress",
+            help="Progress on stderr, never stdout: auto (a line per check start and end when "
+            "stderr is a terminal), json (JSON lines), none.",
+        ),
+    ] = ProgressMode.AUTO,
     json_out: JsonOption = False,
 ) -> int:
     """Re-run the record's required checks on TARGET; exit 0 only if it is deployable there."""
@@ -156,12 +183,12 @@ def verify(
             )
     elif record_ref is None:
         raise InvalidInput("give a RECORD to verify (or --stale --target T)")
-    from modelreg.validators.base import VerifyOptions
-
-    options = VerifyOptions(timeout_seconds=timeout, context=context, memory_limit_bytes=limit)
     if stale:
         if suite is not None or reference is not None:
             raise InvalidInput("--suite and --reference apply to one record, not --stale")
+        from modelreg.validators.base import VerifyOptions
+
+        options = VerifyOptions(timeout_seconds=timeout, context=context, memory_limit_bytes=limit)
         reports = registry(ctx).verify_stale(target, options=options, sign_key=sign_key)
         if json_out:
             emit(reports)
@@ -175,10 +202,14 @@ def verify(
     from modelreg.validators.llama_child import CHILD_ARGV
 
     assert record_ref is not None
-    # Started before the registry opens: llama_cpp imports while we read the database. The
-    # API uses it for a GGUF record and kills it otherwise.
+    # Started before anything heavy is imported: llama_cpp imports in the child while this
+    # process imports the registry (SQLAlchemy, pydantic) and reads the database. The child
+    # only waits for its request; the API sends it once the record is staged, or kills it.
     warm = RuntimeChild(CHILD_ARGV, memory_limit_bytes=limit)
     try:
+        from modelreg.validators.base import VerifyOptions
+
+        options = VerifyOptions(timeout_seconds=timeout, context=context, memory_limit_bytes=limit)
         report = registry(ctx).verify(
             record_ref,
             target,
@@ -188,6 +219,7 @@ def verify(
             reference=reference,
             sign_key=sign_key,
             warm_llama_child=warm,
+            progress=progress_printer(progress),
         )
     finally:
         warm.discard()

@@ -14,7 +14,14 @@ from modelreg.manifests.digest import (
     sha256_files,
     sha256_files_and_regions,
 )
-from modelreg.manifests.gguf import GGUFHeader, SkippedArray, latent_attention_facts, read_gguf
+from modelreg.manifests.gguf import (
+    GGML_TYPES,
+    LLAMA_FILE_TYPES,
+    GGUFHeader,
+    SkippedArray,
+    latent_attention_facts,
+    read_gguf,
+)
 from modelreg.manifests.hf import (
     CARD_FILE,
     check_against_blobs,
@@ -45,7 +52,6 @@ from modelreg.manifests.neuron import (
     is_neuron_bundle,
     read_bundle,
 )
-from modelreg.manifests.safetensors import DTYPE_BYTES, read_checkpoint
 from modelreg.schemas.manifest import (
     MODEL_ID_RE,
     ArchitectureFacts,
@@ -302,14 +308,12 @@ def _str(value: Any) -> str | None:
 
 
 def gguf_file_type_name(file_type_id: int | None) -> str | None:
-    """``15`` -> ``Q4_K_M`` using gguf's ``LlamaFileType``; None for ids it does not know."""
+    """``15`` -> ``Q4_K_M`` using gguf's ``LlamaFileType`` names (``LLAMA_FILE_TYPES``); None
+    for ids it does not know."""
     if file_type_id is None:
         return None
-    from gguf import LlamaFileType
-
-    try:
-        name = LlamaFileType(file_type_id).name
-    except ValueError:
+    name = LLAMA_FILE_TYPES.get(file_type_id)
+    if name is None:
         return None
     return name.removeprefix("MOSTLY_").removeprefix("ALL_")
 
@@ -318,13 +322,11 @@ def base_bits_per_weight(nominal: str | None) -> float | None:
     """Bits per weight of the ggml type a nominal file type is built on (Q4_K_M -> Q4_K)."""
     if not nominal:
         return None
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
+    sizes = {name: (block, size) for name, block, size in GGML_TYPES.values()}
     candidates = [nominal] + [nominal.removesuffix(s) for s in _QUANT_SUFFIXES]
     for name in candidates:
-        qtype = GGMLQuantizationType.__members__.get(name)
-        if qtype is not None and qtype in GGML_QUANT_SIZES:
-            block, size = GGML_QUANT_SIZES[qtype]
+        if name in sizes:
+            block, size = sizes[name]
             return size * 8 / block
     return None
 
@@ -479,6 +481,8 @@ def _build_safetensors(
 ) -> BuiltArtifact:
     """A safetensors checkpoint directory: header-only tensor table, config facts, and every
     file that changes behaviour (weights, config, tokenizer, chat template) digested."""
+    from modelreg.manifests.safetensors import DTYPE_BYTES, read_checkpoint
+
     checkpoint = read_checkpoint(directory)
     config_path = directory / "config.json"
     config = read_json_object(config_path) if config_path.is_file() else {}

@@ -83,7 +83,7 @@ def fit_report(
     serving = target.serving
     started_with = _started_with(target, context, concurrency)
     if serving is not None:
-        context = context or serving.context or manifest.architecture.context_length
+        context = context or serving.per_sequence(manifest.architecture.context_length)
         concurrency = concurrency or serving.kv_sequences
         kv_k, kv_v = (kv_dtype, kv_dtype) if kv_dtype else (serving.kv_dtype_k, serving.kv_dtype_v)
     else:
@@ -160,11 +160,20 @@ def _neuron(
     from modelreg.manifests.neuron_fit import neuron_fit_for_target
 
     serving = target.serving
+    max_output = None
     if serving is not None:
-        context = context or serving.context
+        # A serving block without a context serves the trained one (not compiled for it,
+        # unless the bundle was); its output limit must fit after the prompt bucket.
+        context = context or serving.per_sequence(manifest.architecture.context_length)
         sequences = sequences or serving.parallel
+        max_output = serving.max_output_tokens
     fits = neuron_fit_for_target(
-        manifest, target, headroom_fraction=headroom, context=context, sequences=sequences
+        manifest,
+        target,
+        headroom_fraction=headroom,
+        context=context,
+        sequences=sequences,
+        max_output_tokens=max_output,
     )
     recorded = fits[0]
     shape, kv = recorded.shape, recorded.kv

@@ -129,14 +129,36 @@ class CompiledShape:
         )
 
     def check(
-        self, context: int | None, sequences: int | None, trained_context: int | None
+        self,
+        context: int | None,
+        sequences: int | None,
+        trained_context: int | None,
+        max_output_tokens: int | None = None,
     ) -> tuple[bool | None, list[str], list[str]]:
-        """Does the compiled shape serve ``context`` tokens × ``sequences`` (None: not
-        asked)? True, False (reasons name what to recompile) or None (a fact it needs is
-        not recorded); then the reasons and the notes."""
+        """Does the compiled shape serve ``context`` tokens × ``sequences`` with answers of
+        up to ``max_output_tokens`` after the largest prompt bucket (None: not asked)? True,
+        False (reasons name what to recompile) or None (a fact it needs is not recorded);
+        then the reasons and the notes."""
         reasons: list[str] = []
         notes: list[str] = []
         verdicts: list[bool | None] = []
+        if max_output_tokens is not None:
+            prompt = self.context_buckets[-1] if self.context_buckets else None
+            if prompt is None or self.seq_len is None:
+                verdicts.append(None)
+                reasons.append(
+                    f"seq_len or the prompt bucket unknown: cannot tell whether answers of "
+                    f"{max_output_tokens} tokens fit (record seq_len and buckets)"
+                )
+            elif prompt + max_output_tokens > self.seq_len:
+                verdicts.append(False)
+                reasons.append(
+                    f"compiled for seq_len {self.seq_len} with a {prompt}-token prompt bucket: "
+                    f"at most {self.seq_len - prompt} new tokens, asked {max_output_tokens} — "
+                    f"recompile with seq_len ≥ {prompt + max_output_tokens}"
+                )
+            else:
+                verdicts.append(True)
         if context is not None:
             bound = self.max_context
             if bound is None:
@@ -575,6 +597,7 @@ def neuron_fit(
     layout: str = "recorded",
     observed: str | None = None,
     context: int | None = None,
+    max_output_tokens: int | None = None,
     sequences: int | None = None,
 ) -> NeuronFit:
     """Per-NeuronCore residency under the bundle's tensor-parallel degree — every parameter
@@ -600,7 +623,7 @@ def neuron_fit(
     reasons: list[str] = []
     shape = CompiledShape.of(facts)
     compiled_for, shape_reasons, shape_notes = shape.check(
-        context, sequences, manifest.architecture.context_length
+        context, sequences, manifest.architecture.context_length, max_output_tokens
     )
     kv, kv_notes = kv_cache_per_rank(manifest.architecture, shape)
     kv_bytes = kv.bytes if kv is not None else None
@@ -728,6 +751,7 @@ def neuron_fit_for_target(
     headroom_fraction: float = 0.10,
     tolerance: float = DEFAULT_RESIDENCY_TOLERANCE,
     context: int | None = None,
+    max_output_tokens: int | None = None,
     sequences: int | None = None,
 ) -> list[NeuronFit]:
     """The recorded layout's fit on ``target``, then each tried variant's (``fit`` prints them
@@ -756,6 +780,7 @@ def neuron_fit_for_target(
             observed=observed,
             context=context,
             sequences=sequences,
+            max_output_tokens=max_output_tokens,
         )
 
     fits = [one(None, "recorded", None)]

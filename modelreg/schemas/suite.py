@@ -29,7 +29,7 @@ import hashlib
 import json
 import re
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -161,6 +161,28 @@ class Case(BaseModel):
     note: str | None = Field(default=None, max_length=4000)  # why the case is here
 
 
+# The resource gates, one definition for a suite's thresholds and a target's ``gates:``.
+PeakRssGiB = Annotated[float | None, Field(gt=0, le=4096)]
+DecodeTokensPerS = Annotated[float | None, Field(gt=0)]
+TtftMs = Annotated[float | None, Field(gt=0)]
+
+
+class ResourceGates(BaseModel):
+    """Gates on what the runtime used and how fast it answered, as a target states them
+    (``gates:`` in its definition): speed measured on a host says something about that host,
+    so a suite meant for every host leaves them to the targets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_peak_rss_gib: PeakRssGiB = None
+    min_decode_tokens_per_s: DecodeTokensPerS = None
+    max_ttft_ms: TtftMs = None
+
+    @property
+    def declared(self) -> bool:
+        return any(v is not None for v in self.model_dump().values())
+
+
 class Thresholds(BaseModel):
     """Acceptance gates, fixed in the suite file before any result is seen."""
 
@@ -168,9 +190,9 @@ class Thresholds(BaseModel):
 
     min_pass_rate: float = Field(ge=0, le=1)
     subsets: dict[str, float] = Field(default_factory=dict)
-    max_peak_rss_gib: float | None = Field(default=None, gt=0, le=4096)
-    min_decode_tokens_per_s: float | None = Field(default=None, gt=0)
-    max_ttft_ms: float | None = Field(default=None, gt=0)
+    max_peak_rss_gib: PeakRssGiB = None
+    min_decode_tokens_per_s: DecodeTokensPerS = None
+    max_ttft_ms: TtftMs = None
     min_top1_agreement: float | None = Field(default=None, ge=0, le=1)
     max_mean_kl: float | None = Field(default=None, ge=0)
 
@@ -314,6 +336,14 @@ class GateOutcome(StrEnum):
     SKIPPED = "skipped"  # not asked for in this run (agreement without a reference)
 
 
+class GateSource(StrEnum):
+    """Where a gate was stated."""
+
+    SUITE = "suite"  # the suite's thresholds
+    TARGET = "target"  # the ``gates:`` of the target the run was on
+    BASELINE = "baseline"  # relative to a baseline record measured in the same run, same host
+
+
 class GateResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -322,6 +352,8 @@ class GateResult(BaseModel):
     measured: float | None
     limit: float
     message: str
+    source: GateSource = GateSource.SUITE
+    target: str | None = None  # the target whose gates: stated it (source target)
 
 
 class AgreementFigures(BaseModel):

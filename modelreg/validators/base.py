@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from modelreg.errors import InvalidInput
+from modelreg.progress import VerifyProgress
 from modelreg.registry.store import Record
 from modelreg.registry.tables import utcnow
 from modelreg.schemas.suite import Suite
@@ -45,6 +46,9 @@ class CheckContext:
     options: VerifyOptions
     # Results shared between checks of one run (e.g. one llama.cpp child serves two checks).
     shared: dict[str, Any] = field(default_factory=dict)
+    # Where a check reports what it is doing (suite cases as they are answered); silent by
+    # default.
+    progress: VerifyProgress = field(default_factory=VerifyProgress)
 
     @property
     def timeout(self) -> float:

@@ -34,16 +34,14 @@ import hashlib
 import ipaddress
 import os
 import re
-import shutil
 import statistics
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from modelreg import host
+from modelreg import host, units
 from modelreg.deployed_unit import deployed_unit, serves_own_runtime
 from modelreg.registry.tables import utcnow
 from modelreg.schemas.suite import (
@@ -124,6 +122,9 @@ MEMORY_BANDWIDTH_MAX = {"cpu": 1.25e12, "neuron": 50e12}
 # The served-context probe of a launched runtime leaves this many tokens of the context for
 # the template and the one new token (its time bound is the bundled probe's: probe_deadline).
 PROBE_MARGIN_TOKENS = 16
+# CMake options only ik_llama.cpp's build has (ggml/CMakeLists.txt: GGML_IQK_MUL_MAT,
+# GGML_IQK_FLASH_ATTENTION, …).
+IK_LLAMA_CMAKE_OPTIONS = ("GGML_IQK_",)
 DECODE_HEADROOM = 16
 DECODE_TOKENS_PER_S_MAX = {"cpu": 5_000.0, "neuron": 20_000.0}
 
@@ -388,6 +389,10 @@ class _EndpointRun:
         server: dict[str, Any] = {"models_status": status, "served_models": ids}
         if props_status == 200 and isinstance(props, dict):
             kept = {k: props[k] for k in PROPS_KEPT if isinstance(props.get(k), str | int)}
+            # llama-server reports its context per slot under default_generation_settings.
+            settings = props.get("default_generation_settings")
+            if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
+                kept["n_ctx"] = settings["n_ctx"]
             template = props.get("chat_template")
             if isinstance(template, str) and template:
                 digest = hashlib.sha256(template.encode()).hexdigest()
@@ -434,7 +439,7 @@ class _EndpointRun:
         reported = props.get("n_ctx")
         if serving is None or not isinstance(reported, int) or reported <= 0:
             return
-        wanted = serving.context or self.ctx.record.manifest.architecture.context_length
+        wanted = serving.per_sequence(self.ctx.record.manifest.architecture.context_length)
         if wanted and reported < wanted:
             self.findings.append(
                 _Finding(
@@ -450,7 +455,7 @@ class _EndpointRun:
         token, within ``probe_deadline`` (and half the time left); the runtime's peak RSS
         and prompt tokens/s afterwards are the measurement host-compat judges by."""
         assert self.runtime is not None and self.ctx.target.serving is not None
-        tokens = self.ctx.target.serving.context or (
+        tokens = self.ctx.target.serving.per_sequence(
             self.ctx.record.manifest.architecture.context_length
         )
         probe: dict[str, Any] = {"status": "not_run", "tokens_requested": tokens}
@@ -467,7 +472,7 @@ class _EndpointRun:
         # template's and the answer's tokens keeps it inside the context.
         words = max(1, tokens - PROBE_MARGIN_TOKENS)
         body: dict[str, Any] = {"prompt": "the" + " the" * (words - 1), "max_tokens": 1}
-        body |= GREEDY | {"stream": True}
+        body |= GREEDY | {"stream": False}  # one answer carrying usage: the token count
         if model_id is not None:
             body["model"] = model_id
         client = OpenAIClient(
@@ -485,16 +490,21 @@ class _EndpointRun:
             client.close()
         timings = answer.server_timings or {}
         evaluated = answer.prompt_tokens or _int_or_none(timings.get("prompt_n"))
-        prompt_ms = _float_or_none(timings.get("prompt_ms")) or answer.ttft_ms
+        # The server's own prompt timing, else the request's wall time (prompt + one token).
+        prompt_ms = _float_or_none(timings.get("prompt_ms")) or answer.ttft_ms or answer.wall_ms
         peaks = [p.peak_rss_bytes for p in self.runtime.processes() if p.peak_rss_bytes]
+        if evaluated is None:
+            # Words are not tokens, and a server may truncate: only its count is a measurement.
+            probe |= {
+                "status": "error",
+                "reason": "the server did not report how many prompt tokens it evaluated",
+            }
+            return
         probe |= {
             "status": "ok",
-            "tokens_evaluated": evaluated if evaluated is not None else words,
-            "tokens_from": "server" if evaluated is not None else "prompt words (not reported)",
+            "tokens_evaluated": evaluated,
             "prompt_ms": prompt_ms,
-            "prompt_tokens_per_s": round((evaluated or words) / (prompt_ms / 1000), 1)
-            if prompt_ms
-            else None,
+            "prompt_tokens_per_s": round(evaluated / (prompt_ms / 1000), 1) if prompt_ms else None,
             "resources": {"peak_rss_bytes": sum(peaks) if peaks else None},
         }
 
@@ -516,7 +526,8 @@ class _EndpointRun:
         sampling = self.evidence.setdefault("sampling", GREEDY | {"seed": self.ctx.options.seed})
         sampling |= extensions
         answers = []
-        for case in self.suite.cases:
+        cases = self.suite.cases
+        for k, case in enumerate(cases, 1):
             chat = has_template if case.chat is None else case.chat
             body: dict[str, Any] = {
                 "max_tokens": case.max_tokens,
@@ -543,6 +554,7 @@ class _EndpointRun:
                 extensions = {}
                 answer = client.generate(path, body, chat)
             answers.append((case.id, answer))
+            self.ctx.progress.case_answered(EndpointSmoke.name, k, len(cases), case.id)
         return answers
 
     def _judge(self, answers: list[tuple[str, Answer]], resources: Resources) -> _Verdict:
@@ -624,7 +636,7 @@ class _EndpointRun:
             return
         size = f" for {weights / 1e6:.0f} MB of weights" if weights else ""
         flagged = [
-            f"decode {measured:.0f} tok/s, above the {ceiling:.0f} tok/s no {kind} host "
+            f"decode {units.rate(measured)}, above the {units.rate(ceiling)} no {kind} host "
             f"reaches{size}"
         ]
         self.evidence["implausible"] = flagged
@@ -648,17 +660,17 @@ class _EndpointRun:
 
     def _reported_runtime(self) -> ReportedRuntime:
         """What the runtime that answered said about itself: its startup log's build and
-        system info (a launch), ``/props`` ``build_info``, and the program started."""
+        system info (a launch), ``/props`` ``build_info``, and its build's CMake cache."""
         facts = self.evidence.get("runtime") or {}
         props = (self.evidence.get("server") or {}).get("props") or {}
-        texts = [
-            str(v)
-            for v in (facts.get("system_info"), facts.get("build"), props.get("build_info"))
-            if v
-        ]
-        if self.runtime is not None and self.runtime.argv:
-            program = shutil.which(self.runtime.argv[0]) or self.runtime.argv[0]
-            texts.append(str(Path(program).resolve()))
+        # (Not its system info: a feature list names no runtime, and "AVX2 = 0" confirms
+        # nothing about a declaration.)
+        texts = [str(v) for v in (facts.get("build"), props.get("build_info")) if v]
+        # ik_llama.cpp's build tree has CMake options mainline's has not: the configuration
+        # of the binary started names the fork (its path, the target's own words, does not).
+        cmake = facts.get("cmake_flags") or {}
+        if any(name.startswith(IK_LLAMA_CMAKE_OPTIONS) for name in cmake):
+            texts.append("ik_llama.cpp (its CMake cache has GGML_IQK_* options)")
         build = facts.get("build") if isinstance(facts.get("build"), str) else None
         if build is not None and not build.isdigit():
             match = re.match(r"b?(\d+)", build)
@@ -669,6 +681,16 @@ class _EndpointRun:
             versions=versions_of([facts.get("version"), props.get("build_info")]),
             texts=tuple(texts),
         )
+
+    def _serving_pids(self) -> list[int]:
+        """The processes that served this run: the launched runtime's, else the loopback
+        endpoint's listener found in /proc."""
+        if self.runtime is not None:
+            return [p.pid for p in self.runtime.processes()]
+        found = ((self.evidence.get("identity") or {}).get("process") or {}).get("processes")
+        return [
+            p["pid"] for p in found or [] if isinstance(p, dict) and isinstance(p.get("pid"), int)
+        ]
 
     def _not_exercised(self) -> list[tuple[str, str]]:
         """Why this run, whatever it answered, cannot decide the target: a declared runtime
@@ -700,7 +722,7 @@ class _EndpointRun:
                     "itself (its endpoint on 127.0.0.1, or launch)"
                 )
             else:
-                problem = neuron_host_problem(target.neuron_cores, found)
+                problem = neuron_host_problem(target.neuron_cores, found, self._serving_pids())
             if problem:
                 pending.append(
                     (
@@ -716,9 +738,9 @@ class _EndpointRun:
     ) -> _Verdict:
         speed = []
         if resources.ttft_ms_max is not None:
-            speed.append(f"TTFT max {resources.ttft_ms_max:.0f} ms")
+            speed.append(f"TTFT max {units.duration_ms(resources.ttft_ms_max)}")
         if resources.decode_tokens_per_s is not None:
-            speed.append(f"{resources.decode_tokens_per_s:.0f} tok/s")
+            speed.append(units.rate(resources.decode_tokens_per_s))
         pending = self._not_exercised()
         if self.findings:
             ordered = sorted(self.findings, key=lambda f: f.rank)

@@ -43,7 +43,7 @@ def served_shape(ctx: CheckContext) -> ServedShape:
     serving = ctx.target.serving
     if serving is not None:
         trained = ctx.record.manifest.architecture.context_length
-        context = serving.context or trained
+        context = serving.per_sequence(trained)
         return ServedShape(
             context,
             serving.kv_sequences,
@@ -226,8 +226,11 @@ class HostCompatCheck:
             ctx.record.manifest,
             ctx.target.neuron_cores,
             ctx.target.memory_bytes,
-            context=serving.context if serving is not None else ctx.options.context,
+            context=serving.per_sequence(ctx.record.manifest.architecture.context_length)
+            if serving is not None
+            else ctx.options.context,
             sequences=serving.parallel if serving is not None else None,
+            max_output_tokens=serving.max_output_tokens if serving is not None else None,
         )
         shape = fit.shape
         evidence["neuron_fit"] = {

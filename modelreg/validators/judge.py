@@ -14,6 +14,13 @@ The order matters — an answer is only read once the output is known to be real
 
 Nothing here knows how the text was produced: a runtime child and an HTTP endpoint give the same
 ``Generation``.
+
+Gates come from two places: the suite's thresholds (quality, and resource gates a suite may
+state) and the ``gates:`` of the target the run is on (speed and memory of that target's hosts).
+A suite meant for every host, like the default chat suite, states no speed: a loaded laptop is
+slower than the server it stands in for, and that is not the artifact's fault. A run on a target
+judges a ``SuiteOnTarget`` (same content, same digest), and every ``GateResult`` says where its
+gate came from.
 """
 
 from __future__ import annotations
@@ -22,8 +29,11 @@ import json
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from pydantic import Field
+
+from modelreg import units
 from modelreg.schemas.suite import (
     AgreementFigures,
     Case,
@@ -34,11 +44,14 @@ from modelreg.schemas.suite import (
     FinishReason,
     GateOutcome,
     GateResult,
+    GateSource,
     Generation,
+    ResourceGates,
     Resources,
     SubsetResult,
     Suite,
     SuiteResult,
+    Thresholds,
     Verdict,
 )
 
@@ -397,45 +410,153 @@ def _rate(passed: int, total: int) -> float:
     return passed / total if total else 0.0
 
 
-def _gate(name: str, measured: float | None, limit: float, upper: bool, unit: str) -> GateResult:
-    """``upper``: the measurement must not exceed ``limit``; otherwise it must reach it."""
+def _gate(
+    name: str,
+    measured: float | None,
+    limit: float,
+    upper: bool,
+    show: Callable[..., str] = units.number,
+    *,
+    target: str | None = None,
+) -> GateResult:
+    """``upper``: the measurement must not exceed ``limit``; otherwise it must reach it.
+    ``target``: the gate is that target's (``gates:``), not the suite's."""
+    label = f"{name} of target {target}" if target is not None else name
+    source = GateSource.TARGET if target is not None else GateSource.SUITE
     if measured is None:
         return GateResult(
             gate=name,
             outcome=GateOutcome.UNMEASURED,
             measured=None,
             limit=limit,
-            message=f"{name}: not measured (limit {limit:g}{unit})",
+            message=f"{label}: not measured (limit {show(limit)})",
+            source=source,
+            target=target,
         )
     ok = measured <= limit if upper else measured >= limit
     relation = ("≤" if ok else ">") if upper else ("≥" if ok else "<")
+    shown = show(measured)
+    if shown == show(limit) and measured != limit:
+        shown = show(measured, digits=6)  # not "2 tok/s < 2 tok/s" for 1.995
     return GateResult(
         gate=name,
         outcome=GateOutcome.PASS if ok else GateOutcome.FAIL,
         measured=measured,
         limit=limit,
-        message=f"{name}: {measured:.4g}{unit} {relation} {limit:g}{unit}",
+        message=f"{label}: {shown} {relation} {show(limit)}",
+        source=source,
+        target=target,
     )
 
 
-def resource_gates(suite: Suite, resources: Resources | None) -> list[GateResult]:
-    t, r = suite.thresholds, resources or Resources()
+def _resource_gates(
+    limits: ResourceGates | Thresholds, r: Resources, target: str | None
+) -> list[GateResult]:
     gates = []
-    if t.max_peak_rss_gib is not None:
-        gates.append(_gate("max_peak_rss_gib", r.peak_rss_gib, t.max_peak_rss_gib, True, " GiB"))
-    if t.min_decode_tokens_per_s is not None:
+    if limits.max_peak_rss_gib is not None:
+        gates.append(
+            _gate(
+                "max_peak_rss_gib",
+                r.peak_rss_gib,
+                limits.max_peak_rss_gib,
+                True,
+                units.gib,
+                target=target,
+            )
+        )
+    if limits.min_decode_tokens_per_s is not None:
         gates.append(
             _gate(
                 "min_decode_tokens_per_s",
                 r.decode_tokens_per_s,
-                t.min_decode_tokens_per_s,
+                limits.min_decode_tokens_per_s,
                 False,
-                " tok/s",
+                units.rate,
+                target=target,
             )
         )
-    if t.max_ttft_ms is not None:
-        gates.append(_gate("max_ttft_ms", r.ttft_ms_max, t.max_ttft_ms, True, " ms"))
+    if limits.max_ttft_ms is not None:
+        gates.append(
+            _gate(
+                "max_ttft_ms",
+                r.ttft_ms_max,
+                limits.max_ttft_ms,
+                True,
+                units.duration_ms,
+                target=target,
+            )
+        )
     return gates
+
+
+class SuiteOnTarget(Suite):
+    """A suite as it runs on one target: the suite's content (the same digest: the target's
+    gates are part of the target's definition, fingerprinted there) and the resource gates
+    that target adds on top of the suite's."""
+
+    target_name: str | None = Field(default=None, exclude=True)
+    target_gates: ResourceGates | None = Field(default=None, exclude=True)
+
+
+def suite_on_target(suite: Suite, target_name: str, gates: ResourceGates | None) -> Suite:
+    """``suite`` with the gates of ``target_name`` (the suite itself when it declares none)."""
+    if gates is None or not gates.declared:
+        return suite
+    content = {name: getattr(suite, name) for name in Suite.model_fields}
+    return SuiteOnTarget.model_construct(**content, target_name=target_name, target_gates=gates)
+
+
+def resource_gates(suite: Suite, resources: Resources | None) -> list[GateResult]:
+    """The suite's resource gates, then those of the target it runs on."""
+    r = resources or Resources()
+    gates = _resource_gates(suite.thresholds, r, None)
+    if isinstance(suite, SuiteOnTarget) and suite.target_gates is not None:
+        gates += _resource_gates(suite.target_gates, r, suite.target_name or "?")
+    return gates
+
+
+def slowdown_gate(
+    limit: float, measured: Resources | None, baseline: Resources | None, baseline_record: str
+) -> GateResult:
+    """Decode speed relative to a baseline: ``measured`` decode tok/s must be at least
+    ``baseline / limit`` (``limit`` 1.5: at most 1.5× slower). ``baseline`` must be the
+    baseline record's run on the same host in the same verify run — figures from another run
+    or host measure the machine, not the artifact; no baseline, no pass."""
+    wanted = "max_slowdown_vs_baseline"
+    base = baseline.decode_tokens_per_s if baseline is not None else None
+    got = measured.decode_tokens_per_s if measured is not None else None
+    if base is None or got is None or base <= 0:
+        missing = "the baseline" if base is None or base <= 0 else "this run"
+        return GateResult(
+            gate=wanted,
+            outcome=GateOutcome.UNMEASURED,
+            measured=None,
+            limit=limit,
+            message=f"{wanted}: decode speed of {missing} not measured "
+            f"(baseline {baseline_record}, limit {units.number(limit)}×)",
+            source=GateSource.BASELINE,
+        )
+    compared = f"{units.rate(got)} vs {units.rate(base)} for {baseline_record} on this host"
+    if got <= 0:  # no decode at all: no finite slowdown to store
+        return GateResult(
+            gate=wanted,
+            outcome=GateOutcome.FAIL,
+            measured=None,
+            limit=limit,
+            message=f"{wanted}: {compared}, nothing decoded",
+            source=GateSource.BASELINE,
+        )
+    slowdown = base / got
+    ok = slowdown <= limit
+    return GateResult(
+        gate=wanted,
+        outcome=GateOutcome.PASS if ok else GateOutcome.FAIL,
+        measured=slowdown,
+        limit=limit,
+        message=f"{wanted}: {compared}, {units.number(slowdown)}× slower "
+        f"{'≤' if ok else '>'} {units.number(limit)}×",
+        source=GateSource.BASELINE,
+    )
 
 
 def agreement_gates(suite: Suite, agreement: AgreementFigures | None) -> list[GateResult]:
@@ -461,7 +582,7 @@ def agreement_gates(suite: Suite, agreement: AgreementFigures | None) -> list[Ga
             )
             continue
         measured = agreement.top1_agreement if name == "min_top1_agreement" else agreement.mean_kl
-        gates.append(_gate(name, measured, limit, upper, ""))
+        gates.append(_gate(name, measured, limit, upper))
     return gates
 
 
@@ -472,7 +593,8 @@ def evaluate_suite(
     agreement: AgreementFigures | None = None,
 ) -> SuiteResult:
     """Judge a run against ``suite``: every case, the pass rates overall and per subset, the
-    resource and agreement gates. It passes only when every gate passes (or was skipped)."""
+    resource gates (the suite's, and a ``SuiteOnTarget``'s target's) and the agreement gates.
+    It passes only when every gate passes (or was skipped)."""
     cases = judge_cases(suite, generations)
     passed = sum(c.passed for c in cases)
     pass_rate = _rate(passed, len(cases))

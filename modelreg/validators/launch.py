@@ -141,6 +141,9 @@ class LaunchedRuntime:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 preexec_fn=_child_setup(self.memory_limit_bytes, signal.SIGTERM),
+                # llama-server reads LLAMA_ARG_CTX_SIZE and the like as flags: the launch
+                # command alone says what is served (the flags verify read).
+                env={k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")},
             )
 
     def running(self) -> bool:

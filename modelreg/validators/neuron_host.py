@@ -10,6 +10,7 @@ from elsewhere says nothing about the hardware behind it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -96,13 +97,43 @@ def this_host() -> NeuronHost:
     return NeuronHost(devices, driver, listed, cores, problems)
 
 
-def neuron_host_problem(target_cores: int, found: NeuronHost) -> str | None:
+def uses_neuron(pids: list[int]) -> bool:
+    """Does one of these processes hold a Neuron device open or map the Neuron runtime
+    (``libnrt``)? A CPU server on a Neuron host does neither."""
+    for pid in pids:
+        proc = Path(f"/proc/{pid}")
+        try:
+            for fd in (proc / "fd").iterdir():
+                try:
+                    if re.fullmatch(r"/dev/neuron\d+", os.readlink(fd)):
+                        return True
+                except OSError:
+                    continue
+            with (proc / "maps").open(errors="replace") as maps:
+                if any("libnrt" in line for line in maps):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def neuron_host_problem(
+    target_cores: int, found: NeuronHost, serving_pids: list[int] | None = None
+) -> str | None:
     """Why evidence from ``found`` cannot decide a ``kind: neuron`` target of
-    ``target_cores`` NeuronCores (None: it can)."""
+    ``target_cores`` NeuronCores (None: it can). ``serving_pids``: the processes that served
+    the run — one of them must use a Neuron device."""
     if not found.is_neuron_host:
         return "this host has no Neuron device (/dev/neuron*)"
     if found.neuron_ls is None:
         return "; ".join(found.problems) or "neuron-ls gave no device list"
+    if found.driver_version is None:
+        return "the Neuron driver's version is unknown (/sys/module/neuron/version unreadable)"
     if target_cores and found.cores != target_cores:
         return f"this host has {found.cores} NeuronCores, the target declares {target_cores}"
+    if serving_pids is not None and not uses_neuron(serving_pids):
+        return (
+            "no process that served the run holds a Neuron device open or maps libnrt: it ran "
+            "on the CPU"
+        )
     return None

@@ -5,7 +5,7 @@ run is judged against a ``Suite`` — the one given in ``VerifyOptions.suite``, 
 of the golden prompts (the record's, the target's, or the built-in Paris check) that must all
 pass. A run that produced nothing is ``load_error``, ``crashed`` (with the signal) or
 ``timeout``; otherwise each case is judged by ``judge`` (degenerate → no_stop → answer) and the
-suite's gates decide.
+suite's gates decide, with the resource gates of the target (``gates:``) on top.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from modelreg import units
 from modelreg.manifests.fit import memory_fit
 from modelreg.schemas.manifest import GoldenPrompt
 from modelreg.schemas.suite import (
@@ -30,7 +31,7 @@ from modelreg.schemas.suite import (
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.child import ChildRun
-from modelreg.validators.judge import evaluate_suite
+from modelreg.validators.judge import evaluate_suite, suite_on_target
 from modelreg.validators.resources import resources_from_response
 
 # Context the smoke runs allocate: a golden prompt and 16 new tokens fit easily.
@@ -90,10 +91,13 @@ def golden_suite(prompts: Sequence[GoldenPrompt], max_tokens: int = 16) -> Suite
 
 
 def smoke_suite(ctx: CheckContext) -> Suite:
-    """The suite a smoke check runs: the one asked for, else the golden prompts."""
+    """The suite a smoke check runs: the one asked for, else the golden prompts; judged with
+    the target's resource gates on top of its own."""
     if ctx.options.suite is not None:
-        return ctx.options.suite
-    return golden_suite(golden_prompts(ctx), ctx.options.max_new_tokens)
+        suite = ctx.options.suite
+    else:
+        suite = golden_suite(golden_prompts(ctx), ctx.options.max_new_tokens)
+    return suite_on_target(suite, ctx.target.name, ctx.target.gates)
 
 
 def suite_context(suite: Suite) -> int:
@@ -180,13 +184,13 @@ def describe_result(result: SuiteResult) -> str:
     if r is not None:
         figures = []
         if r.peak_rss_gib is not None:
-            figures.append(f"peak RSS {r.peak_rss_gib:.2f} GiB")
+            figures.append(f"peak RSS {units.gib(r.peak_rss_gib)}")
         if r.decode_tokens_per_s is not None:
-            figures.append(f"decode {r.decode_tokens_per_s:.0f} tok/s")
+            figures.append(f"decode {units.rate(r.decode_tokens_per_s)}")
         if r.ttft_ms_max is not None:
-            figures.append(f"TTFT max {r.ttft_ms_max:.0f} ms")
+            figures.append(f"TTFT max {units.duration_ms(r.ttft_ms_max)}")
         if figures:
-            parts.append("; " + ", ".join(figures))
+            return " ".join(parts) + "; " + ", ".join(figures)
     return " ".join(parts)
 
 

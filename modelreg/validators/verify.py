@@ -7,10 +7,13 @@ Storing the results, judging deployability and writing the event are the API's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from modelreg import units
+from modelreg.progress import VerifyProgress
 from modelreg.registry.store import Record
 from modelreg.registry.tables import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
@@ -32,32 +35,80 @@ def run_checks(
     warm_llama_child: RuntimeChild | None = None,
     *,
     artifact_signatures: list[dict[str, Any]] | None = None,
+    progress: VerifyProgress | None = None,
 ) -> list[CheckResult]:
-    """Run the checks ``record`` needs on ``target``, in their order.
+    """Run the checks ``record`` needs on ``target``; results in their order.
 
     ``files`` maps each manifest path to where the checks read it (the staged view).
     ``warm_llama_child`` is a llama.cpp child the caller started early; it is used if a check
-    needs one and killed otherwise. Checks marked ``concurrent`` (re-hashing) run in a thread
-    beside the others, which mostly wait on a child process.
+    needs one and killed otherwise. When ``gguf-cpu-smoke`` is required, the llama.cpp child
+    is sent its request before any check runs (the model loads, then every case runs), and
+    the checks marked ``concurrent`` (re-hashing) run beside it in a thread; the checks that
+    read the child's report (host-compat's build probe, the smoke's verdict) take it when it
+    arrives. Nothing here decides a verdict: the caller stores the results after every one
+    of them, re-hash included, is in. ``progress`` is told as each check starts and ends.
     """
+    reporter = progress or VerifyProgress()
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="check")
     try:
-        ctx = CheckContext(record, target, files, options or VerifyOptions())
+        ctx = CheckContext(record, target, files, options or VerifyOptions(), progress=reporter)
         ctx.shared["artifact_signatures"] = artifact_signatures or []
+        names = required_checks(record.format, target)
+        loads_llama = LLAMA_GENERATION_CHECK in names
+        if warm_llama_child is None and loads_llama:
+            # Started here, in the calling thread (a child dies with the thread that started
+            # it), and asked from the runtime thread below.
+            warm_llama_child = RuntimeChild(
+                ctx.options.llama_child_argv, memory_limit_bytes=ctx.options.memory_limit_bytes
+            )
         if warm_llama_child is not None:
             ctx.shared["warm_llama_child"] = warm_llama_child
-        names = required_checks(record.format, target)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="check") as pool:
-            background = {
-                name: pool.submit(CHECKS[name].run, ctx)
-                for name in names
-                if getattr(CHECKS[name], "concurrent", False)
-            }
-            inline = {name: CHECKS[name].run(ctx) for name in names if name not in background}
-            results = [background[n].result() if n in background else inline[n] for n in names]
-        return results
+        runtime = pool.submit(_ask_llama, ctx) if loads_llama else None
+        background = {
+            name: pool.submit(_run_check, name, ctx)
+            for name in names
+            if getattr(CHECKS[name], "concurrent", False)
+        }
+        inline = {}
+        for name in names:
+            if name in background:
+                continue
+            if runtime is not None and name in LLAMA_REPORT_READERS:
+                runtime.result()
+            inline[name] = _run_check(name, ctx)
+        if runtime is not None:
+            runtime.result()
+        return [background[n].result() if n in background else inline[n] for n in names]
     finally:
+        # Killed before the threads are waited for: a check that raised leaves no runtime
+        # thread waiting on a child until its timeout.
         if warm_llama_child is not None:
             warm_llama_child.discard()
+        pool.shutdown(wait=True)
+
+
+# The check that loads the model in the llama.cpp child, and the checks that read that child's
+# one report (``llama_runtime.llama_report``: the build probe and the generations).
+LLAMA_GENERATION_CHECK = "gguf-cpu-smoke"
+LLAMA_REPORT_READERS = frozenset({"host-compat", LLAMA_GENERATION_CHECK})
+
+
+def _ask_llama(ctx: CheckContext) -> None:
+    """Send the llama.cpp child its request and wait for its report (kept in ``ctx.shared``
+    for the checks that read it)."""
+    from modelreg.validators.llama_runtime import llama_report
+    from modelreg.validators.smoke import smoke_suite
+
+    ctx.progress.runtime_started("llama.cpp", len(smoke_suite(ctx).cases))
+    report = llama_report(ctx)
+    ctx.progress.runtime_answered("llama.cpp", report.status)
+
+
+def _run_check(name: str, ctx: CheckContext) -> CheckResult:
+    ctx.progress.check_started(name)
+    result = CHECKS[name].run(ctx)
+    ctx.progress.check_finished(result)
+    return result
 
 
 def _replace(result: CheckResult, outcome: Outcome, summary: str, cls: str) -> CheckResult:
@@ -128,6 +179,9 @@ def exercised_runtime(results: list[CheckResult], target: Target) -> list[CheckR
             for name, value in target.runtime.items()
             if not (name in (runtime, package) and str(value).strip() in accepted)
         ]
+        if target.image is not None:
+            # A pinned image is a runtime too: the bundled one is not it.
+            unexercised.append(f"image {target.image}")
         if unexercised and result.outcome is not Outcome.UNAVAILABLE:
             result = _replace(
                 result,
@@ -140,6 +194,72 @@ def exercised_runtime(results: list[CheckResult], target: Target) -> list[CheckR
     return bound
 
 
+# A probe covered the served context if it evaluated at least this share of it (the endpoint
+# probe leaves a few tokens for the template; a server that truncated the prompt did not).
+PROBE_COVERAGE = 0.95
+
+
+def _measuring(results: Sequence[CheckResult]) -> list[CheckResult]:
+    """The checks whose runtime could measure the served context on the host that ran them:
+    the bundled runtimes', and a runtime verify launched (a remote endpoint's memory cannot be
+    read from the verifying host: the estimate stands). A runtime that is not the declared
+    one measured nothing about the target. (A Neuron target's served shape is bounded by
+    what its bundle was compiled for instead.)"""
+    return [
+        r
+        for r in results
+        if (
+            r.check in ("gguf-cpu-smoke", "transformers-cpu-smoke")
+            or (r.check == "endpoint-smoke" and r.evidence.get("mode") == "launch")
+        )
+        and r.classification != "runtime_not_exercised"
+    ]
+
+
+def uploaded_served_problem(results: Sequence[CheckResult], target: Target) -> str | None:
+    """Why a run verified elsewhere cannot count on ``target``, which declares what it
+    serves: its host-compat passed without the served context measured (a run of an older
+    modelreg, or one that skipped the probe). None when nothing is wrong with it."""
+    if target.serving is None or target.kind != "cpu" or not _measuring(results):
+        return None
+    compat = next((r for r in results if r.check == "host-compat"), None)
+    if compat is None or compat.outcome is not Outcome.PASS:
+        return None
+    return unmeasured_because(compat.evidence.get("served_context_probe"))
+
+
+def unmeasured_because(probe: dict[str, Any] | None) -> str | None:
+    """Why a due served-context probe measured nothing the verdict may rest on (None: it
+    did): it did not run, stopped at its bound, evaluated too little of the context, or left
+    no peak."""
+    from modelreg.validators.llama_runtime import PROBE_TIMEOUT_SHARE
+
+    if probe is None:
+        return "the served context was not measured"
+    requested, evaluated = probe.get("tokens_requested"), probe.get("tokens_evaluated")
+    if probe.get("status") == "timeout":
+        return (
+            f"the served-context probe stopped at its {probe.get('deadline_s')} s bound after "
+            f"{evaluated if evaluated is not None else 'an unknown number'} of {requested} "
+            f"tokens — raise the target's verify_timeout_seconds (the probe may take "
+            f"{PROBE_TIMEOUT_SHARE:.0%} of it)"
+        )
+    if probe.get("status") != "ok":
+        why = probe.get("reason") or probe.get("message") or f"status {probe.get('status')}"
+        return f"the served context was not measured: {why}"
+    if not isinstance(requested, int) or not isinstance(evaluated, int):
+        return "the served-context probe did not report how many tokens it evaluated"
+    if evaluated < requested * PROBE_COVERAGE:
+        return (
+            f"the served-context probe evaluated {evaluated} of the {requested} tokens served "
+            "(a prompt truncated or refused): the served context was not measured"
+        )
+    peak = (probe.get("resources") or {}).get("peak_rss_bytes")
+    if not isinstance(peak, int):
+        return "the served-context probe measured no peak RSS"
+    return None
+
+
 def measured_memory(results: list[CheckResult], target: Target) -> list[CheckResult]:
     """Judge host-compat's memory on the larger of what the runtime really used (its peak
     RSS) and what host-compat estimated, both recorded in its evidence: over the target's
@@ -150,17 +270,7 @@ def measured_memory(results: list[CheckResult], target: Target) -> list[CheckRes
     ``served_context_probe``) counts too, and is named in the pass summary; a probe that timed
     out or could not run makes host-compat ``unavailable`` with that reason unless it already
     failed — a served configuration nobody measured is unknown."""
-    from modelreg.validators.llama_runtime import PROBE_MAX_SECONDS, PROBE_TIMEOUT_SHARE
-
-    # The runs that can measure here: the bundled runtimes' checks, and a runtime verify
-    # launched (a remote endpoint's memory cannot be read from here: the estimate stands).
-    # A Neuron target's served shape is bounded by what its bundle was compiled for instead.
-    measuring = [
-        r
-        for r in results
-        if r.check in ("gguf-cpu-smoke", "transformers-cpu-smoke")
-        or (r.check == "endpoint-smoke" and r.evidence.get("mode") == "launch")
-    ]
+    measuring = _measuring(results)
     probe_due = target.serving is not None and target.kind == "cpu" and bool(measuring)
     probe: dict[str, Any] | None = None
     peaks: list[Any] = []
@@ -182,18 +292,7 @@ def measured_memory(results: list[CheckResult], target: Target) -> list[CheckRes
         return results
     budget = int(target.memory_bytes * MEMORY_BUDGET_SHARE) if target.memory_bytes else None
 
-    unmeasured = None
-    if probe_due and probe is not None and probe.get("status") != "ok":
-        if probe.get("status") == "timeout":
-            unmeasured = (
-                f"the served-context probe stopped at its {probe.get('deadline_s')} s bound "
-                f"after {probe.get('tokens_evaluated')} of {probe.get('tokens_requested')} "
-                f"tokens — give verify a longer --timeout (the probe may take "
-                f"{PROBE_TIMEOUT_SHARE:.0%} of it, at most {PROBE_MAX_SECONDS:.0f} s)"
-            )
-        else:
-            why = probe.get("reason") or probe.get("message") or f"status {probe.get('status')}"
-            unmeasured = f"the served context was not measured: {why}"
+    unmeasured = unmeasured_because(probe) if probe_due else None
 
     bound = []
     for result in results:
@@ -257,7 +356,7 @@ def measured_memory(results: list[CheckResult], target: Target) -> list[CheckRes
             figures = f"measured {peak / GiB:.2f} GiB peak" if isinstance(peak, int) else "measured"
             figures += f" at {probe.get('tokens_evaluated')} tokens"
             if rate:
-                figures += f" ({rate:.0f} prompt tok/s)"
+                figures += f" ({units.rate(rate, 'prompt tok/s')})"
             result = result.model_copy(update={"summary": f"{result.summary}; {figures}"})
         bound.append(result)
     return bound

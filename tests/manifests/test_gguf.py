@@ -169,3 +169,20 @@ def test_deeply_nested_arrays_fail_at_the_offset_of_the_array_too_deep(tmp_path:
     # header (24) + key (8 + 1) + value type (4) + 8 array headers of 12 bytes
     assert error.offset == 24 + 9 + 4 + 8 * 12
     assert error.field == "nested array"
+
+
+def test_static_type_tables_match_the_gguf_package_entry_by_entry() -> None:
+    """gguf.py copies the package's type tables so that a header read imports no numpy; a
+    gguf release that adds, renames or resizes a type must fail here, not change manifests."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
+
+    from modelreg.manifests.gguf import GGML_TYPES, LLAMA_FILE_TYPES
+    from modelreg.manifests.tensor_types import EXTRA_TENSOR_TYPES
+
+    assert set(GGML_QUANT_SIZES) == set(GGMLQuantizationType)
+    package = {int(t): (t.name, *GGML_QUANT_SIZES[t]) for t in GGMLQuantizationType}
+    for type_id in sorted(set(package) | set(GGML_TYPES)):
+        assert GGML_TYPES.get(type_id) == package.get(type_id), f"ggml type {type_id}"
+    assert {int(t): t.name for t in LlamaFileType} == LLAMA_FILE_TYPES
+    # The ik_llama.cpp types keep their own ids (the package's table would shadow them).
+    assert not set(EXTRA_TENSOR_TYPES) & set(GGML_TYPES)

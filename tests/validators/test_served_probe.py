@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import modelreg
+from modelreg import units
 from modelreg.api import Registry
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
@@ -67,11 +68,9 @@ def test_served_context_is_filled_and_host_compat_judged_on_the_larger(
     assert evidence["used_bytes"] == max(evidence["measured_peak_rss_bytes"], estimated)
     assert evidence["served_context_probe"]["tokens_evaluated"] == probe["tokens_evaluated"]
     assert evidence["served_context_probe"]["prompt_tokens_per_s"] > 0
-    rate = round(probe["prompt_tokens_per_s"])
+    rate = units.rate(probe["prompt_tokens_per_s"], "prompt tok/s")
     assert compat.summary.startswith("runtime build runs on served; needs ")
-    assert compat.summary.endswith(
-        f"; measured {peak / GiB:.2f} GiB peak at 2048 tokens ({rate} prompt tok/s)"
-    )
+    assert compat.summary.endswith(f"; measured {peak / GiB:.2f} GiB peak at 2048 tokens ({rate})")
 
     # The same run judged against a memory between the two figures fails on the larger.
     smaller, larger = sorted((evidence["measured_peak_rss_bytes"], estimated))
@@ -88,7 +87,7 @@ def test_served_context_is_filled_and_host_compat_judged_on_the_larger(
 def test_a_probe_stopped_at_its_deadline_makes_host_compat_unavailable(
     tmp_path: Path, smollm2: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(llama_runtime, "PROBE_MAX_SECONDS", 0.001)
+    monkeypatch.setattr(llama_runtime, "PROBE_TIMEOUT_SHARE", 0.001 / 300)
     registry = _registry(
         tmp_path, "  served:\n    hosts: ['*']\n    serving:\n      context: 1024\n"
     )
@@ -102,7 +101,7 @@ def test_a_probe_stopped_at_its_deadline_makes_host_compat_unavailable(
     assert compat.outcome is Outcome.UNAVAILABLE
     assert compat.classification == "served_context_unmeasured"
     assert compat.summary.startswith("the served-context probe stopped at its 0.001 s bound after")
-    assert "of 1024 tokens" in compat.summary and "--timeout" in compat.summary
+    assert "of 1024 tokens" in compat.summary and "verify_timeout_seconds" in compat.summary
     assert compat.evidence["served_context_probe"]["status"] == "timeout"
 
 

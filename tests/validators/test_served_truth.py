@@ -120,8 +120,8 @@ def test_seed_004_reference_target_verified_through_a_stand_in_says_the_fork_nev
     assert "AVX2=0 required, the build has AVX2=1" in smoke.summary
     assert "GGML_USE_IQK_MULMAT=OFF: the runtime does not report" in smoke.summary
     assert (
-        "declared llama.cpp: ik_llama.cpp b3900 (b3900 not confirmed), and the runtime that "
-        "answered reported" in smoke.summary
+        "declared llama.cpp: ik_llama.cpp b3900 (ik_llama.cpp, b3900 not confirmed), and the "
+        "runtime that answered reported nothing about its build" in smoke.summary
     )
     assert smoke.evidence["generations"][0]["output"]  # it did answer: the run is kept
     memory = _check(report, "host-compat").evidence["memory"]
@@ -131,11 +131,43 @@ def test_seed_004_reference_target_verified_through_a_stand_in_says_the_fork_nev
     assert not report.deployability.deployable
 
 
+def test_a_build_number_and_a_path_do_not_make_a_fork(smollm2: Path, tmp_path: Path) -> None:
+    """Mainline prints the same ``build: 3900`` line, and the path is the target's own words:
+    neither names the fork."""
+    server = _stand_in(tmp_path, banner="build: 3900 (4e2a1bc) with cc (GCC) 12.2.0 for x86_64")
+    launch = [str(server), "-m", "{model}", "--host", "127.0.0.1", "--port", "{port}", "-c", "1024"]
+    registry = _registry(
+        tmp_path,
+        {
+            "keyed": {"hosts": [HOST], "launch": launch, "runtime": {"ik_llama.cpp": "b3900"}},
+            "valued": {
+                "hosts": [HOST],
+                "launch": launch,
+                "runtime": {"llama.cpp": "ik_llama.cpp b3900"},
+            },
+        },
+    )
+    record = _add(registry, smollm2)
+    for name, missing in (
+        ("keyed", "ik_llama.cpp: b3900 (ik_llama.cpp not confirmed)"),
+        ("valued", "ik_llama.cpp b3900 (ik_llama.cpp not confirmed)"),
+    ):
+        smoke = _check(registry.verify(record, name), "endpoint-smoke")
+        assert smoke.outcome is Outcome.UNAVAILABLE, smoke.summary
+        assert smoke.classification == "runtime_not_exercised"
+        assert missing in smoke.summary, smoke.summary
+
+
 def test_a_launched_runtime_that_reports_the_declared_build_is_exercised(
     smollm2: Path, tmp_path: Path
 ) -> None:
+    """The fork's build tree: its CMake cache has ik_llama.cpp's own options (written here for
+    the stand-in, as ik_llama.cpp's cmake writes them) and the server prints its build."""
     server = _stand_in(tmp_path, banner="build: 3900 (4e2a1bc) with cc (GCC) 12.2.0 for x86_64")
-    launch = [str(server), "-m", "{model}", "--host", "127.0.0.1", "--port", "{port}"]
+    (server.parent.parent / "CMakeCache.txt").write_text(
+        "GGML_IQK_MUL_MAT:BOOL=OFF\nGGML_IQK_FLASH_ATTENTION:BOOL=ON\nGGML_AVX2:BOOL=OFF\n"
+    )
+    launch = [str(server), "-m", "{model}", "--host", "127.0.0.1", "--port", "{port}", "-c", "1024"]
     targets = {
         "fork": {"hosts": [HOST], "launch": launch, "runtime": {"llama.cpp": "ik_llama.cpp b3900"}},
         "newer": {
