@@ -36,6 +36,7 @@ from modelreg.registry.tables import (
     ModelRow,
     PromotionRow,
     RecordFileRow,
+    RecordLocationRow,
     RecordRow,
     RunRow,
     VerificationRow,
@@ -186,6 +187,26 @@ def _populate(registry: Registry) -> None:
         for chunk in range(0, len(checks), 20_000):
             c.execute(insert(VerificationRow), checks[chunk : chunk + 20_000])
         c.execute(insert(PromotionRow), promotions)
+        # Model 0's records have their bytes on this host (a rollback names only a record
+        # someone can fetch): sparse files of the recorded sizes, recorded as file:// copies.
+        from modelreg.locations import file_url
+
+        locations = []
+        for k in (0, 1, 2):
+            index = k * MODELS
+            copy = WORK / "registry-copies" / f"r{index}"
+            copy.mkdir(parents=True, exist_ok=True)
+            with (copy / "m.gguf").open("wb") as fh:
+                fh.truncate(index)
+            locations.append(
+                {
+                    "record_id": _manifest(index).record_id,
+                    "url": file_url(copy),
+                    "added_at": now,
+                    "added_by": "bench",
+                }
+            )
+        c.execute(insert(RecordLocationRow), locations)
 
 
 def _promotion(model: int, target: str, record_id: str, previous: str | None, at: datetime) -> Row:
