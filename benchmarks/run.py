@@ -123,6 +123,11 @@ _NOTES = """
   runtime's compute on this host, not the registry. Batched outputs equal one-at-a-time ones
   on SmolLM2 (tested); on Gemma 3 270M 5 of 15 differ (a sequence's logits depend on its
   batch neighbours in llama.cpp's kernels), recorded as an expected failure.
+- PostgreSQL rollback plan (target 20 ms): since issue 21 a plan names only a candidate whose
+  bytes can be fetched (a stat of each file at each recorded location), and the bench now gives
+  model 0's records such copies, so the plan does that work for the first time; 21.6 ms here vs
+  4.1 ms on SQLite, the difference being PostgreSQL's round trips on a 2-core box that also runs
+  the server under test.
 - `status --json` over 5,000 production entries (target 100 ms): every entry is judged afresh
   (trust policy, fingerprint, counting run) from its runs' checks (15,000 check rows read and
   converted) and serialized through the pydantic output models. The "alternative" column is
