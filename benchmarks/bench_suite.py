@@ -29,19 +29,25 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def _suite_vs_paris(repeat: int = 5) -> dict[str, Any]:
+def _smollm2_registry(name: str) -> tuple[Any, str]:
+    """A fresh SQLite registry under WORK holding the bundled SmolLM2 GGUF, and its record."""
     import modelreg
-    from modelreg.suites import default_suite
-    from modelreg.validators.base import VerifyOptions
 
     WORK.mkdir(parents=True, exist_ok=True)
-    database = WORK / "suite-bench.db"
+    database = WORK / name
     database.unlink(missing_ok=True)
     registry = modelreg.open(f"sqlite:///{database}", targets_file=WORK / "no-targets.yaml")
     added = registry.add(
         [smollm2_gguf()], model_id=SMOLLM2_MODEL_ID, source=f"pypi://{SMOLLM2_PACKAGE}"
     )
-    record = added.record.record_id
+    return registry, added.record.record_id
+
+
+def _suite_vs_paris(repeat: int = 5) -> dict[str, Any]:
+    from modelreg.suites import default_suite
+    from modelreg.validators.base import VerifyOptions
+
+    registry, record = _smollm2_registry("suite-bench.db")
     suite = default_suite()
     timings: dict[str, list[float]] = {"suite": [], "paris": []}
     summary = ""
@@ -149,18 +155,10 @@ def _bare_batched_suite(spec: dict[str, Any]) -> tuple[float, list[str]]:
 
 
 def _suite_vs_bare_batched(repeat: int = 5) -> dict[str, Any]:
-    import modelreg
     from modelreg.suites import default_suite
     from modelreg.validators.base import VerifyOptions
 
-    WORK.mkdir(parents=True, exist_ok=True)
-    database = WORK / "suite-bare-bench.db"
-    database.unlink(missing_ok=True)
-    registry = modelreg.open(f"sqlite:///{database}", targets_file=WORK / "no-targets.yaml")
-    added = registry.add(
-        [smollm2_gguf()], model_id=SMOLLM2_MODEL_ID, source=f"pypi://{SMOLLM2_PACKAGE}"
-    )
-    record = added.record.record_id
+    registry, record = _smollm2_registry("suite-bare-bench.db")
     suite = default_suite()
     spec = {
         "model": str(smollm2_gguf()),

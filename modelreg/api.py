@@ -857,31 +857,16 @@ class Registry:
             # Refused here, before any check or runtime child runs. (The locked write below
             # judges the state again: a hold that lands mid-run still makes it undeployable.)
             state = self.store.state(record.id)
-            if state.state is RecordStateKind.HELD:
-                raise NotDeployable(
-                    record.id,
-                    target,
-                    [
-                        Reason(
-                            rules.ReasonCode.HELD,
-                            f"on hold: {state.reason} (verify runs nothing for a held record)",
-                            f"release it first: modelreg release {record.id}",
-                        )
-                    ],
+            lifecycle = rules.state_reason(record.id, state)
+            if lifecycle is not None:
+                hint = (
+                    f"release it first: {lifecycle.hint}"
+                    if lifecycle.hint
+                    else "a retired record stays retired; verify a newer one: modelreg list "
+                    f"--model {record.model_id}"
                 )
-            if state.state is RecordStateKind.RETIRED:
-                raise NotDeployable(
-                    record.id,
-                    target,
-                    [
-                        Reason(
-                            rules.ReasonCode.RETIRED,
-                            f"retired: {state.reason} (verify runs nothing for a retired record)",
-                            f"a retired record stays retired; verify a newer one: modelreg list "
-                            f"--model {record.model_id}",
-                        )
-                    ],
-                )
+                message = f"{lifecycle.message} (verify runs nothing for a {state.state} record)"
+                raise NotDeployable(record.id, target, [Reason(lifecycle.code, message, hint)])
             from modelreg.validators.base import locate_files
 
             files = locate_files(record, path)

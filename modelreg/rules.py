@@ -287,6 +287,15 @@ def _stale_code(change_keys: Iterable[str]) -> ReasonCode:
     return ReasonCode.STALE_RUNTIME
 
 
+def state_reason(record_id: str, state: RecordState) -> Reason | None:
+    """Why a held or retired record is not deployable anywhere (None: it is active)."""
+    if state.state is RecordStateKind.HELD:
+        return Reason(ReasonCode.HELD, f"on hold: {state.reason}", f"modelreg release {record_id}")
+    if state.state is RecordStateKind.RETIRED:
+        return Reason(ReasonCode.RETIRED, f"retired: {state.reason}")
+    return None
+
+
 def judge(
     record_id: str,
     target: str,
@@ -306,12 +315,9 @@ def judge(
         Reason(ReasonCode.FACT_UNKNOWN, f"on hold: {r}", "re-add the artifact with the fact given")
         for r in hold_reasons
     ]
-    if state.state is RecordStateKind.HELD:
-        reasons.append(
-            Reason(ReasonCode.HELD, f"on hold: {state.reason}", f"modelreg release {record_id}")
-        )
-    elif state.state is RecordStateKind.RETIRED:
-        reasons.append(Reason(ReasonCode.RETIRED, f"retired: {state.reason}"))
+    lifecycle = state_reason(record_id, state)
+    if lifecycle is not None:
+        reasons.append(lifecycle)
     run, trust_reasons = counting_run(record_id, target, runs, trust, file_digests)
     reasons += trust_reasons
     if run is None or not run.checks:

@@ -452,41 +452,23 @@ def _gate(
 def _resource_gates(
     limits: ResourceGates | Thresholds, r: Resources, target: str | None
 ) -> list[GateResult]:
-    gates = []
-    if limits.max_peak_rss_gib is not None:
-        gates.append(
-            _gate(
-                "max_peak_rss_gib",
-                r.peak_rss_gib,
-                limits.max_peak_rss_gib,
-                True,
-                units.gib,
-                target=target,
-            )
-        )
-    if limits.min_decode_tokens_per_s is not None:
-        gates.append(
-            _gate(
-                "min_decode_tokens_per_s",
-                r.decode_tokens_per_s,
-                limits.min_decode_tokens_per_s,
-                False,
-                units.rate,
-                target=target,
-            )
-        )
-    if limits.max_ttft_ms is not None:
-        gates.append(
-            _gate(
-                "max_ttft_ms",
-                r.ttft_ms_max,
-                limits.max_ttft_ms,
-                True,
-                units.duration_ms,
-                target=target,
-            )
-        )
-    return gates
+    # (gate, measured, limit, a maximum?, how its figures print), in the order reported.
+    table = (
+        ("max_peak_rss_gib", r.peak_rss_gib, limits.max_peak_rss_gib, True, units.gib),
+        (
+            "min_decode_tokens_per_s",
+            r.decode_tokens_per_s,
+            limits.min_decode_tokens_per_s,
+            False,
+            units.rate,
+        ),
+        ("max_ttft_ms", r.ttft_ms_max, limits.max_ttft_ms, True, units.duration_ms),
+    )
+    return [
+        _gate(name, measured, limit, is_max, show, target=target)
+        for name, measured, limit, is_max, show in table
+        if limit is not None
+    ]
 
 
 class SuiteOnTarget(Suite):

@@ -254,7 +254,7 @@ def unmeasured_because(probe: dict[str, Any] | None) -> str | None:
             f"the served-context probe evaluated {evaluated} of the {requested} tokens served "
             "(a prompt truncated or refused): the served context was not measured"
         )
-    peak = (probe.get("resources") or {}).get("peak_rss_bytes")
+    peak = (probe.get("resources") or {}).get("peak_rss_bytes") or probe.get("peak_rss_bytes")
     if not isinstance(peak, int):
         return "the served-context probe measured no peak RSS"
     return None
@@ -322,6 +322,7 @@ def measured_memory(results: list[CheckResult], target: Target) -> list[CheckRes
                     "prompt_ms",
                     "prompt_tokens_per_s",
                     "peak_rss_bytes",
+                    "resources",
                     "deadline_s",
                     "reason",
                     "message",
