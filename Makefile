@@ -59,6 +59,17 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+# The fast tier (issue 25): lint, types, and every test that needs neither a model runtime nor
+# PostgreSQL, on both cores. tests/conftest.py marks `model` (a model fixture, or `slow`) and
+# `postgres` (a "postgresql" parameter); the rules' state machine runs its `check` profile
+# (fewer histories); bytecode is cached (a tier of many short processes). `make test` still
+# runs everything, the state machine at `ci`.
+.PHONY: check
+check: lint typecheck
+	env -u PYTHONDONTWRITEBYTECODE HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-check} \
+		$(BIN)/python -m pytest -q -n 2 \
+		-m "not model and not postgres" --durations=5
+
 schema: $(STAMP)
 	$(BIN)/python -m modelreg.schemas.export schemas/
 

@@ -6,7 +6,16 @@
 Ours: 100,000 records (1,000 models × 100) on PostgreSQL ($MODELREG_TEST_POSTGRES_URL, a schema
 of its own), every model production on the 5 built-in targets with a passing run under the
 current runtime, a location per record — bulk-inserted through ``modelreg.registry.tables``.
-Asked ``GET /api/v1/status?model=…`` for a random model.
+Asked ``GET /api/v1/status?model=…`` for a random model, and (closed loop only) the deploy
+gate ``GET /api/v1/gate?model=…&target=…&sha256=…`` of a random model's production record on a
+random target (a passing gate: 200; for it, once the status rows are measured, every
+production record gets a second location: a copy on this host, sparse files of the recorded
+sizes — the gate passes only bytes some location has).
+
+The ceiling (``benchmarks/ceiling_app.py``, closed loop only): a raw ASGI app answering every
+request with the bytes of one of ours' status responses (status line, the same headers —
+security headers, content type, length — and body), under the uvicorn configuration of
+``modelreg serve`` with the same worker processes: the framework's physical limit here.
 
 MLflow (its own virtualenv under benchmarks/.work/, never the project's): as many model
 versions as it registers in ``--mlflow-seconds`` through its own client (stated in the output),
@@ -31,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import hashlib
 import json
@@ -41,6 +51,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -72,6 +83,7 @@ class Connection:
         self.host, self.port = host, port
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.last_headers: list[tuple[str, str]] = []  # of the last response, in order
 
     async def _open(self) -> None:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
@@ -99,10 +111,12 @@ class Connection:
         lines = head.decode("latin-1").split("\r\n")
         status = int(lines[0].split()[1])
         headers = {}
+        self.last_headers = []
         for line in lines[1:]:
             if ":" in line:
                 name, _, value = line.partition(":")
                 headers[name.strip().lower()] = value.strip()
+                self.last_headers.append((name.strip().lower(), value.strip()))
         if status in (204, 304) or status < 200:
             body = b""
         elif "content-length" in headers:
@@ -354,6 +368,91 @@ def measure(server: Server, paths: Callable[[], str], args: argparse.Namespace) 
     return asyncio.run(run())
 
 
+def measure_closed(
+    server: Server, paths: Callable[[], str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The closed loop alone (after the same 1 s warm-up): requests/s, p50, p99, errors, and
+    the server's CPU per request."""
+
+    async def run() -> dict[str, Any]:
+        await closed_loop("127.0.0.1", server.port, paths, 4, 1.0)  # warm up
+        cpu_before = tree_cpu_seconds(server.process.pid)
+        closed = await closed_loop("127.0.0.1", server.port, paths, args.clients, args.seconds)
+        cpu = tree_cpu_seconds(server.process.pid) - cpu_before
+        return closed.summary() | {
+            "server_cpu_ms_per_request": round(cpu / max(closed.requests, 1) * 1000, 2)
+        }
+
+    return asyncio.run(run())
+
+
+# Headers the ceiling does not replay: uvicorn adds ``date`` itself; the rest are the
+# connection's framing, not the response's.
+_NOT_REPLAYED = ("date", "connection", "transfer-encoding", "keep-alive")
+
+
+def capture(port: int, path: str) -> dict[str, Any]:
+    """One response of a server, as the ceiling app replays it (``benchmarks.ceiling_app``)."""
+
+    async def get() -> tuple[int, bytes, list[tuple[str, str]]]:
+        connection = Connection("127.0.0.1", port)
+        try:
+            status, body = await connection.get(path)
+            return status, body, connection.last_headers
+        finally:
+            connection.close()
+
+    status, body, headers = asyncio.run(get())
+    return {
+        "status": status,
+        "headers": [[n, v] for n, v in headers if n not in _NOT_REPLAYED],
+        "body_base64": base64.b64encode(body).decode(),
+    }
+
+
+def bench_ceiling(
+    args: argparse.Namespace, response: dict[str, Any], paths: Callable[[], str]
+) -> dict[str, Any]:
+    """The raw ASGI app replaying ``response`` under ``modelreg serve``'s uvicorn settings
+    and ``args.workers`` processes, asked ``paths`` in the same closed loop as ours."""
+    from benchmarks import ceiling_app
+
+    descriptor, name = tempfile.mkstemp(prefix="ceiling-response-", suffix=".json", dir=WORK)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as fh:
+        json.dump(response, fh)
+    port = free_port()
+    env = os.environ | {"PYTHONPATH": str(REPO), ceiling_app.VARIABLE: name}
+    argv = [
+        sys.executable,
+        "-m",
+        "benchmarks.ceiling_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(args.workers),
+    ]
+    try:
+        server = start("ceiling", argv, port, paths(), env)
+        try:
+            replayed = capture(port, paths())  # the same bytes as ours sent
+            assert replayed == response, (replayed, response)
+            result = measure_closed(server, paths, args)
+        finally:
+            stop(server)
+    finally:
+        os.unlink(name)
+    body = base64.b64decode(response["body_base64"])
+    return {
+        "startup_s": round(server.startup_seconds, 2),
+        "response_body_bytes": len(body),
+        "response_headers": [n for n, _ in response["headers"]],
+        "workers": args.workers,
+        f"closed_loop_{args.clients}_clients": result,
+    }
+
+
 # -- populating ours -----------------------------------------------------------------------
 
 
@@ -547,6 +646,57 @@ def _record_id(template: dict[str, Any], i: int) -> str:
     return "r_" + _manifest_json(template, i)[1][:12]
 
 
+def add_fetchable_copies(url: str) -> int:
+    """Give every production record a copy on this host (sparse files of the recorded sizes,
+    recorded as a second, ``file://`` location): the deploy gate passes only a record whose
+    bytes some location has. Returns how many records got one."""
+    from sqlalchemy import create_engine, insert, text
+
+    from modelreg.locations import file_url
+    from modelreg.registry.tables import RecordLocationRow
+
+    root = WORK / "server-copies"
+    shutil.rmtree(root, ignore_errors=True)
+    engine = create_engine(url)
+    now = datetime.now(UTC)
+    with engine.begin() as c:
+        files = c.execute(
+            text(
+                "SELECT f.record_id, f.path, f.bytes FROM record_files f WHERE f.record_id IN "
+                "(SELECT p.record_id FROM promotions p WHERE p.previous_record_id IS NOT NULL)"
+            )
+        ).all()
+        locations: dict[str, dict[str, Any]] = {}
+        for record_id, path, size in files:
+            copy = root / record_id
+            (copy / path).parent.mkdir(parents=True, exist_ok=True)
+            with (copy / path).open("wb") as fh:
+                fh.truncate(size)
+            locations[record_id] = {
+                "record_id": record_id,
+                "url": file_url(copy),
+                "added_at": now,
+                "added_by": "bench",
+            }
+        c.execute(insert(RecordLocationRow), list(locations.values()))
+    engine.dispose()
+    return len(locations)
+
+
+def _production_sha256(records: int, model: int) -> str:
+    """The file digest of model ``model``'s production record (on every target): the newest
+    of the two ``populate_ours`` promotes, record ``records - MODELS + model``."""
+    return hashlib.sha256(b"file %d" % (records - MODELS + model)).hexdigest()
+
+
+def _gate_path(records: int) -> str:
+    m = random.randrange(MODELS)
+    return (
+        f"/api/v1/gate?model=bench/m{m}&target={random.choice(TARGETS)}"
+        f"&sha256={_production_sha256(records, m)}"
+    )
+
+
 def bench_ours(args: argparse.Namespace) -> dict[str, Any]:
     base = (
         os.environ.get("MODELREG_TEST_POSTGRES_URL")
@@ -581,9 +731,11 @@ def bench_ours(args: argparse.Namespace) -> dict[str, Any]:
             entries = json.load(r)["entries"]
         assert len(entries) == len(TARGETS), entries
         assert all(e["deployability"]["deployable"] for e in entries), entries
-        result = measure(
-            server, lambda: f"/api/v1/status?model=bench/m{random.randrange(MODELS)}", args
-        )
+
+        def status_path() -> str:
+            return f"/api/v1/status?model=bench/m{random.randrange(MODELS)}"
+
+        result = measure(server, status_path, args)
 
         async def matrix() -> list[float]:
             connection = Connection("127.0.0.1", port)
@@ -599,8 +751,27 @@ def bench_ours(args: argparse.Namespace) -> dict[str, Any]:
         result["matrix_page_ms_median_of_5"] = round(
             statistics.median(asyncio.run(matrix())) * 1000, 1
         )
+        # Ours' status response as measured above, for the ceiling to replay.
+        response = capture(port, "/api/v1/status?model=bench/m0")
+        assert response["status"] == 200, response
+        # The deploy gate passes only a record some location can give the bytes of: a copy
+        # of every production record on this host, added now (the rows above as before).
+        copies = add_fetchable_copies(url)
+        assert copies == MODELS, copies
+        # The deploy gate of a production record passes (200), on every target.
+        for target in TARGETS:
+            gate = f"/api/v1/gate?model=bench/m0&target={target}&sha256="
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{port}{gate}{_production_sha256(args.records, 0)}"
+            ) as r:
+                assert r.status == 200 and json.load(r)["passed"] is True, target
+        result[f"gate_closed_loop_{args.clients}_clients"] = measure_closed(
+            server, lambda: _gate_path(args.records), args
+        )
     finally:
         stop(server)
+    # Ours is stopped: the ceiling has the machine as ours had it.
+    result["ceiling"] = bench_ceiling(args, response, status_path)
     return {"data": data | {"database": "PostgreSQL", "workers": args.workers}, **result}
 
 
@@ -690,14 +861,15 @@ def bench_mlflow(args: argparse.Namespace) -> dict[str, Any]:
     return {"data": data, **result}
 
 
-def run(workers: int = 2) -> list[dict[str, Any]]:
+def run(workers: int = 2, args: argparse.Namespace | None = None) -> list[dict[str, Any]]:
     """The rows of RESULTS.md (``make bench``): ours and MLflow, the default sizes, in one run.
     Without MLflow's virtualenv (``make bench`` creates it) its column is empty and no target
-    that compares with it is met."""
-    args = argparse.Namespace(
-        records=100_000, seconds=20.0, clients=50, rate=200.0, mlflow_seconds=120.0,
-        workers=workers,
-    )  # fmt: skip
+    that compares with it is met. ``args``: other sizes (smoke runs of the rows only)."""
+    if args is None:
+        args = argparse.Namespace(
+            records=100_000, seconds=20.0, clients=50, rate=200.0, mlflow_seconds=120.0,
+            workers=workers,
+        )  # fmt: skip
     WORK.mkdir(parents=True, exist_ok=True)
     try:
         ours = bench_ours(args)
@@ -734,6 +906,10 @@ def run(workers: int = 2) -> list[dict[str, Any]]:
     o_rss, t_rss = of(ours, "peak_rss_mb"), of(theirs, "peak_rss_mb")
     o_up, t_up = of(ours, "startup_s"), of(theirs, "startup_s")
     matrix = of(ours, "matrix_page_ms_median_of_5")
+    gate = f"gate_closed_loop_{args.clients}_clients"
+    g_rps = of(ours, gate, "requests_per_s")
+    ceiling = ours.get("ceiling")
+    c_rps = of(ceiling, closed, "requests_per_s")
     data = ours["data"]
     mlflow_data = theirs["data"] if theirs else {}
     size = (
@@ -762,6 +938,45 @@ def run(workers: int = 2) -> list[dict[str, Any]]:
             f"{of(theirs, closed, 'server_cpu_ms_per_request')} ms; one sequential keep-alive "
             f"connection: p50 {of(ours, 'sequential_1_connection', 'p50_ms')} ms vs "
             f"{of(theirs, 'sequential_1_connection', 'p50_ms')} ms; {size}",
+        },
+        {
+            "name": f"serve: status?model= vs a minimal ASGI app returning the same response "
+            f"bytes under the same uvicorn settings (physical limit), {args.clients} "
+            "closed-loop clients, requests/s",
+            "ours_s": None,
+            "theirs_s": None,
+            "ratio": ratio(o_rps, c_rps),
+            "target": "≥ 0.5× the ceiling's requests/s",
+            "met": ratio(o_rps, c_rps) >= 0.5,
+            "detail": f"{o_rps} vs {c_rps} requests/s; p50 {of(ours, closed, 'p50_ms')} ms vs "
+            f"{of(ceiling, closed, 'p50_ms')} ms, p99 {of(ours, closed, 'p99_ms')} ms vs "
+            f"{of(ceiling, closed, 'p99_ms')} ms; errors {of(ours, closed, 'errors')} vs "
+            f"{of(ceiling, closed, 'errors')}; server CPU per request "
+            f"{of(ours, closed, 'server_cpu_ms_per_request')} ms vs "
+            f"{of(ceiling, closed, 'server_cpu_ms_per_request')} ms; the ceiling: a raw ASGI "
+            "callable (benchmarks/ceiling_app.py) replaying one of ours' status responses "
+            f"({ceiling['response_body_bytes'] if ceiling else '?'} bytes of body; headers "
+            f"{', '.join(ceiling['response_headers']) if ceiling else '?'}) under "
+            f"`modelreg serve`'s uvicorn configuration (h11 with TCP_NODELAY, asyncio, no "
+            f"access log, {data['workers']} worker processes), measured after ours stopped, "
+            "same generator and closed loop",
+        },
+        {
+            "name": f"serve: gate?model=&target=&sha256= vs MLflow's alias lookup, "
+            f"{args.clients} closed-loop clients, requests/s",
+            "ours_s": None,
+            "theirs_s": None,
+            "ratio": ratio(g_rps, t_rps),
+            "target": "≥ 5× MLflow's requests/s",
+            "met": ratio(g_rps, t_rps) >= 5,
+            "detail": f"{g_rps} vs {t_rps} requests/s; p50 {of(ours, gate, 'p50_ms')} ms vs "
+            f"{of(theirs, closed, 'p50_ms')} ms, p99 {of(ours, gate, 'p99_ms')} ms vs "
+            f"{of(theirs, closed, 'p99_ms')} ms; errors {of(ours, gate, 'errors')} vs "
+            f"{of(theirs, closed, 'errors')}; server CPU per request "
+            f"{of(ours, gate, 'server_cpu_ms_per_request')} ms vs "
+            f"{of(theirs, closed, 'server_cpu_ms_per_request')} ms; ours: a random model's "
+            "production record on a random target, its file's sha256 (every gate passes: "
+            "200); MLflow: the same alias lookup as the status row",
         },
         {
             "name": f"serve: same load, p99 latency ({args.clients} clients)",

@@ -133,7 +133,10 @@ _NOTES = """
   converted) and serialized through the pydantic output models. The "alternative" column is
   the same call under CPython's default collector thresholds: the command line and the server
   collect the young generation every 10,000 allocations instead of 700. One model's status
-  (what the deploy gate and the server ask) is in the details.
+  (what the deploy gate and the server ask) is in the details. Both columns are the first call
+  after a write (a hold and a release of a production record, committed through the API before
+  each call: a new generation of the registry, so no verdict of an earlier call may be reused);
+  the repeated call with no write in between is in the details.
 - The team service vs MLflow: on this 2-core machine the load generator, PostgreSQL and the
   two server processes share the cores. Each status request judges every production entry of
   the model afresh (trust policy, fingerprint, counting run; nine queries in one transaction);
@@ -144,13 +147,25 @@ _NOTES = """
   and they include the ~40 ms Nagle/delayed-ACK stall of its keep-alive responses (ours sets
   TCP_NODELAY, tested on live connections): the first row's details show both p50s on one
   sequential keep-alive connection.
+- The ceiling row (target 0.5×): `benchmarks/ceiling_app.py`, a raw ASGI callable answering
+  every request with the bytes of one of ours' status responses (same status, headers and
+  body), started through `modelreg.server.app.server_config` — ours' uvicorn configuration,
+  protocol class with TCP_NODELAY included, which uvicorn's command line cannot name — with the
+  same worker processes, after ours has stopped; same generator, same closed loop. What is
+  left between the two is ours' work per request (the server CPU per request of both is in the
+  details). The generator shares the 2 cores with the ceiling's workers, so at its rate the
+  ceiling is partly the generator's limit: a lower bound of uvicorn's, the ratio on ours' side.
+- The gate row: `gate?model=&target=&sha256=` of a random model's production record on a
+  random target, every answer a pass (200). The gate passes only bytes some location has, so
+  after the status rows are measured every production record gets a second location, a copy
+  on this host (sparse files of the recorded sizes); MLflow's figure is the status row's.
 - The peak-RSS rows hash sparse files (all zero bytes): sha256 costs the same per byte, and
   a sparse 8 GiB file needs no disk.
 - Registry rows: 100,000 records in 1,000 models, every model production on the five
   built-in targets with a passing run under the current fingerprint, 20,000 more runs on
   `inf2.xlarge`, one model's 100 records verified on `cpu`. The "alternative" column is the
   same query with our indexes dropped (rollback), deployability asked one record at a time
-  (list), or CPython's default collector (status).
+  (list), or CPython's default collector (status, first call after a write as ours).
 """
 
 

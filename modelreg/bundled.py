@@ -39,7 +39,7 @@ def gemma3_270m_gguf(directory: Path) -> Path:
         ) from None
     target = directory / gemma.MODEL_NAME
     if target.exists() and target.stat().st_size == 253_113_024:
-        return target  # assembled earlier and checked then; `verify` re-checks its digest
+        return Path(target)  # assembled earlier and checked then; `verify` re-checks its digest
     return Path(gemma.assemble(target, overwrite=True))
 
 
@@ -66,7 +66,7 @@ def smollm2_safetensors(directory: Path) -> Path:
     loaded = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32
     )
-    fresh = AutoModelForCausalLM.from_config(loaded.config, dtype=torch.bfloat16)
+    fresh = AutoModelForCausalLM.from_config(loaded.config, dtype=torch.bfloat16)  # type: ignore[no-untyped-call]
     fresh.load_state_dict({k: v.to(torch.bfloat16) for k, v in loaded.state_dict().items()})
     fresh.save_pretrained(building)
     tokenizer.save_pretrained(building)
@@ -144,7 +144,7 @@ def gemma3_slim_bundle(directory: Path) -> Path:
     model = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager"
     )
-    model.eval()
+    model.eval()  # type: ignore[no-untyped-call]
 
     class Decoder(torch.nn.Module):
         def __init__(self, inner: torch.nn.Module) -> None:
@@ -153,12 +153,12 @@ def gemma3_slim_bundle(directory: Path) -> Path:
 
         def forward(self, inputs_embeds: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
             logits = self.inner(inputs_embeds=inputs_embeds, use_cache=False).logits
-            return logits[0].index_select(0, position)[0]
+            return logits[0].index_select(0, position)[0]  # type: ignore[no-any-return]
 
     hidden = model.config.hidden_size
     example = (torch.zeros(1, SLIM_BUCKET, hidden), torch.tensor([0]))
     with torch.no_grad():
-        traced = torch.jit.trace(Decoder(model), example, check_trace=False)
+        traced = torch.jit.trace(Decoder(model), example, check_trace=False)  # type: ignore[no-untyped-call]
     traced.save(str(building / "model.pt"))
     # The raw table: Gemma3TextScaledWordEmbedding multiplies by sqrt(hidden) in its forward,
     # which a host-side lookup must now do itself.

@@ -12,7 +12,8 @@ Exit codes: 0 ok; 1 a check failed / not deployable; 2 bad input or usage; 3 int
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,24 @@ class ErrorCode(StrEnum):
     NOT_FETCHABLE = "not_fetchable"
 
 
+# A library parameter named in a message: ``sha256``.
+_FIELD = re.compile(r"`([a-z_0-9]+)`")
+# The parameters library messages name so (the CLI maps each to its flag).
+PARAMETERS = (
+    "why",
+    "to",
+    "state",
+    "sha256",
+    "hold",
+    "record",
+    "reference",
+    "case_id",
+    "compile_host",
+    "effective_params",
+    "effective_source",
+)
+
+
 class ModelregError(Exception):
     """Base class. ``exit_code`` follows the CLI contract: 1 check failed, 2 bad input.
 
@@ -62,6 +81,17 @@ class ModelregError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} — {self.hint}" if self.hint else self.message
+
+    def worded(self, names: Mapping[str, str]) -> tuple[str, str | None]:
+        """(message, hint) in a caller's words: the library names its parameters as
+        ``name`` in backticks (``PARAMETERS``), and each caller says them its way — the CLI
+        as its flags (``why`` → ``--why``), the HTTP API as its parameters (the name itself).
+        Anything else in backticks is left as it is."""
+
+        def say(text: str) -> str:
+            return _FIELD.sub(lambda m: names.get(m.group(1), m.group(0)), text)
+
+        return say(self.message), say(self.hint) if self.hint is not None else None
 
 
 class InvalidInput(ModelregError):

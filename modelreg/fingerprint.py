@@ -30,7 +30,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -387,6 +387,48 @@ def runtime_fingerprint(
     fingerprint |= {f"{UNIT_PREFIX}{k}": v for k, v in deployed_unit(target).items()}
     fingerprint["suite"] = suite or "none"
     return fingerprint
+
+
+def file_signature(path: str | Path) -> tuple[int, ...] | None:
+    """A file's identity (device, inode, size, mtime, ctime), as the library digests are
+    cached by; None when it is not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+_LLAMA_LIB_DIRS: dict[tuple[int, ...], Path | None] = {}
+
+
+def _llama_lib_dir() -> Path | None:
+    key = tuple(_mtime(entry) for entry in sys.path)
+    if key not in _LLAMA_LIB_DIRS:
+        spec = importlib.util.find_spec("llama_cpp")
+        found = None
+        if spec is not None and spec.submodule_search_locations:
+            found = Path(next(iter(spec.submodule_search_locations))) / "lib"
+        _LLAMA_LIB_DIRS.clear()
+        _LLAMA_LIB_DIRS[key] = found
+    return _LLAMA_LIB_DIRS[key]
+
+
+def fingerprint_inputs(target: Target, runtime: str, libraries: Iterable[str] = ()) -> Hashable:
+    """The identity of everything ``runtime_fingerprint`` reads besides ``target`` itself:
+    its trusted-key files, and on this host the package metadata (every ``sys.path``
+    entry's mtime), llama.cpp's libraries and ``libraries``. While it is unchanged, so is the
+    fingerprint — the same assumption the library digests' cache makes (a file rewritten in
+    place keeps neither its mtime nor its ctime)."""
+    keys = (*target.trust_artifact_keys, *target.trust_verifier_keys)
+    parts: list[object] = [tuple(file_signature(k) for k in keys)]
+    if target.is_local:
+        parts.append(tuple(_mtime(entry) for entry in sys.path))
+        if runtime == "llama.cpp":
+            lib = _llama_lib_dir()
+            parts.append(tuple(file_signature(lib / name) for name in _LLAMA_LIBS) if lib else None)
+        parts.append(tuple(file_signature(library) for library in sorted(set(libraries))))
+    return tuple(parts)
 
 
 def describe_change(old: Fingerprint, new: Fingerprint, target: str | None = None) -> str:

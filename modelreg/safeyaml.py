@@ -58,7 +58,7 @@ def _loader_class() -> type:
             self.depth = 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             if isinstance(event, yaml.AliasEvent):
                 raise _Refused(
                     f"YAML alias *{event.anchor} is not accepted (write the value out)",

@@ -18,6 +18,49 @@ REPO = Path(__file__).resolve().parent.parent
 MODEL_CACHE = REPO / ".cache" / "models"
 
 
+# Fixtures that produce a real model (files of a bundled model, a conversion of one, a runtime
+# serving one). A test whose fixture closure holds any of them is marked ``model``; so is every
+# ``slow`` test. ``make check`` deselects ``model`` and ``postgres``: `make test` runs them all.
+MODEL_FIXTURES = frozenset(
+    {
+        # tests/conftest.py
+        "smollm2",
+        "gemma",
+        "scaled_smollm2",
+        "smollm2_st",
+        "hf_cache",
+        "smollm2_new_template",
+        "slim_bundle",
+        "unscaled_bundle",
+        # module fixtures built on them (listed so a rename upstream cannot hide one)
+        "signed_smollm2",  # tests/test_trust.py
+        "smollm2_runs",  # tests/validators/test_batched.py
+        "smollm2_run",  # tests/validators/test_suite_runs.py
+        "scaled_server",  # tests/validators/test_endpoint.py: a llama.cpp server
+        "dashboard",  # tests/server/test_dashboard.py
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``model`` (needs a model runtime) and ``postgres`` (a parameter "postgresql": the
+    ``db_url`` fixture's, the state machine's backend) from what each test uses, so that
+    ``-m "not model and not postgres"`` is the fast tier."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("model") is None and (
+            fixtures & MODEL_FIXTURES or item.get_closest_marker("slow") is not None
+        ):
+            item.add_marker(pytest.mark.model)
+        callspec = getattr(item, "callspec", None)
+        if (
+            item.get_closest_marker("postgres") is None
+            and callspec is not None
+            and any(str(v).startswith("postgres") for v in callspec.params.values())
+        ):
+            item.add_marker(pytest.mark.postgres)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MODELREG_HOME", str(tmp_path / "modelreg-home"))
@@ -49,10 +92,29 @@ def registry(tmp_path: Path) -> Any:
 CliResult = tuple[int, str, str]
 
 
+# typer builds the click command tree from every command's signature on each call of the app
+# (tens of milliseconds): in-process CLI calls reuse the one built for the app.
+_COMMANDS: dict[int, tuple[object, Any]] = {}
+
+
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+def cli(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., CliResult]:
     """Run ``modelreg ARGS…`` in-process: (exit code, stdout, stderr)."""
+    import typer.main
+
     from modelreg.cli.main import main
+
+    build = typer.main.get_command
+
+    def get_command(typer_instance: Any) -> Any:
+        key = id(typer_instance)
+        if key not in _COMMANDS:
+            _COMMANDS[key] = (typer_instance, build(typer_instance))
+        return _COMMANDS[key][1]
+
+    monkeypatch.setattr(typer.main, "get_command", get_command)
 
     def run(*args: object) -> CliResult:
         capsys.readouterr()

@@ -219,7 +219,7 @@ def add_synthetic(
         for f in manifest.files:
             (directory / f.path).parent.mkdir(parents=True, exist_ok=True)
             (directory / f.path).write_bytes(b"\0" * (f.bytes or 0))
-        registry.store.add_locations(record, [file_url(directory)], "tester")
+        add_locations(registry, record, [file_url(directory)], "tester")
     return str(record.id)
 
 
@@ -296,3 +296,29 @@ def key_pair(directory: Path, name: str) -> tuple[Path, Path]:
         )
     )
     return private, public
+
+
+class Stored:
+    """Assertions' reads: each call one read transaction of the store (``Store.read``)."""
+
+    def __init__(self, registry_or_store: Any) -> None:
+        self._store = getattr(registry_or_store, "store", registry_or_store)
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._store.read() as reads:
+                return getattr(reads, name)(*args, **kwargs)
+
+        return call
+
+
+def stored(registry_or_store: Any) -> Any:
+    """``stored(registry).state(record_id)``: one read of the store, for a test's assertion."""
+    return Stored(registry_or_store)
+
+
+def add_locations(registry: Any, record: Any, urls: list[str], actor: str) -> list[str]:
+    """Add locations to a record in its model's locked transaction (what ``locate`` does)."""
+    with registry.store.locked(record.model_id) as tx:
+        added: list[str] = tx.add_locations(record, urls, actor)
+    return added

@@ -23,7 +23,7 @@ from modelreg.errors import (
     TargetNotFound,
 )
 from modelreg.rules import ReasonCode
-from tests.helpers import add_synthetic, record_run
+from tests.helpers import add_synthetic, record_run, stored
 
 MODEL = "rules/alpha"
 REPO = Path(__file__).resolve().parent.parent
@@ -80,21 +80,21 @@ def test_promote_rollback_and_a_second_rollback_changes_nothing(registry: Regist
 
     plan = registry.rollback_plan(MODEL, "cpu")
     assert plan.candidate is not None and plan.candidate.record.record_id == r1
-    with pytest.raises(InvalidInput, match="--why"):
+    with pytest.raises(InvalidInput, match="`why`"):
         registry.rollback(MODEL, "cpu", why=" ")
 
     done = registry.rollback(MODEL, "cpu", why="x")
     assert done.applied is not None and done.applied.record_id == r1
     assert done.held == r2
     assert _production(registry) == r1
-    assert registry.store.state(r2).state.value == "held"
-    assert "rolled back from" in (registry.store.state(r2).reason or "")
-    promotions = len(registry.store.promotions(MODEL))
+    assert stored(registry).state(r2).state.value == "held"
+    assert "rolled back from" in (stored(registry).state(r2).reason or "")
+    promotions = len(stored(registry).promotions(MODEL))
 
     again = registry.rollback(MODEL, "cpu", why="x")
     assert again.applied is None and again.already_rolled_back is not None
     assert "already rolled back" in again.message and "nothing changed" in again.message
-    assert len(registry.store.promotions(MODEL)) == promotions
+    assert len(stored(registry).promotions(MODEL)) == promotions
     assert _production(registry) == r1
 
     # Releasing the bad build makes it promotable again, never a rollback candidate.
@@ -170,7 +170,7 @@ def test_promote_refuses_every_reason_and_never_writes(registry: Registry, tmp_p
         with pytest.raises(NotDeployable) as caught:
             registry.promote(record_id, "cpu")
         assert [r.code for r in caught.value.reasons] == [code], record_id
-    assert registry.store.productions() == []
+    assert stored(registry).productions() == []
 
 
 def test_a_target_that_is_no_longer_defined_cannot_be_deployed_to(
@@ -194,7 +194,7 @@ def test_promoting_production_again_changes_nothing(registry: Registry) -> None:
     registry.promote(r1, "cpu")
     again = registry.promote(r1, "cpu")
     assert not again.changed and "already production" in again.message
-    assert len(registry.store.promotions(MODEL)) == 1
+    assert len(stored(registry).promotions(MODEL)) == 1
 
 
 def test_holding_production_says_loudly_what_production_is(registry: Registry) -> None:
@@ -262,7 +262,7 @@ def _race_worker(url: str, role: str, ids: list[str], seconds: float) -> dict[st
                     key = "held"
                 else:
                     for record_id in ids:
-                        if registry.store.state(record_id).state.value == "held":
+                        if stored(registry).state(record_id).state.value == "held":
                             registry.release(record_id)
                     key = "released"
             else:
@@ -318,7 +318,7 @@ def test_promote_versus_hold_race_never_makes_a_held_record_production(db_url: s
             assert state.get(event.record_id or "", "active") == "active", event
     assert moves == promote.get("promoted", 0) + rollback.get("rolled_back", 0)
     # The pointer never forked: every promotion names the true previous record.
-    chain = registry.store.promotions(MODEL, "cpu")
+    chain = stored(registry).promotions(MODEL, "cpu")
     for before, after in itertools.pairwise(chain):
         assert after.previous_record_id == before.record_id
 

@@ -17,7 +17,7 @@ import modelreg
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
 from modelreg.fingerprint import runtime_fingerprint
 from modelreg.rules import ReasonCode
-from tests.helpers import add_synthetic, key_pair, record_run, synthetic_bytes
+from tests.helpers import add_synthetic, key_pair, record_run, stored, synthetic_bytes
 
 MODEL = "rules/alpha"
 SUITE = """schema_version: 1
@@ -74,8 +74,8 @@ def test_rollback_to_goes_further_back_in_one_audited_step(registry: Any) -> Non
     done = registry.rollback(MODEL, "cpu", why="both B and C are suspect", to=a)
     assert done.applied is not None and done.applied.record_id == a
     assert _production(registry) == a
-    assert registry.store.state(c).state.value == "held"
-    events = [e for e in registry.store.events(MODEL) if e.kind == "rollback"]
+    assert stored(registry).state(c).state.value == "held"
+    events = [e for e in stored(registry).events(MODEL) if e.kind == "rollback"]
     assert events[-1].why == "both B and C are suspect"
 
 
@@ -83,13 +83,13 @@ def test_rollback_to_bad_input_is_one_line_and_changes_nothing(registry: Any) ->
     a, _b, c = _three_promoted(registry)
     other = add_synthetic(registry, 9, "rules/other")
     registry.retire(a, "withdrawn")
-    before = registry.store.events(MODEL)
+    before = stored(registry).events(MODEL)
     for to, said in ((other, "a record of rules/other"), (a, "retired"), (c, "already production")):
         with pytest.raises(InvalidInput) as caught:
             registry.rollback(MODEL, "cpu", why="x", to=to)
         assert said in caught.value.message and "\n" not in caught.value.message
         assert caught.value.exit_code == 2
-    assert registry.store.events(MODEL) == before and _production(registry) == c
+    assert stored(registry).events(MODEL) == before and _production(registry) == c
 
 
 def test_cli_rollback_to_bad_input_exits_2(cli: Any, tmp_path: Path) -> None:
@@ -117,12 +117,12 @@ def test_a_one_off_suite_run_changes_no_verdict_and_no_gate(registry: Any, tmp_p
     record = add_synthetic(registry, 1)
     record_run(registry, record)
     registry.promote(record, "cpu", why="good")
-    sha = registry.store.files([record])[record][0].sha256
+    sha = stored(registry).files([record])[record][0].sha256
     assert registry.gate(MODEL, "cpu", sha).passed
     the_record, target = registry.get(record), registry.target("cpu")
     for outcome in ("pass", "fail"):
         plan = registry._verify_plan(
-            the_record, target, None, _suite(tmp_path, f"explore-{outcome}"), None, None
+            the_record, target, None, _suite(tmp_path, f"explore-{outcome}"), None, None, None
         )
         assert plan.exploratory
         results = [
@@ -151,8 +151,9 @@ def test_the_same_suite_given_explicitly_is_not_a_one_off(registry: Any, tmp_pat
     record = add_synthetic(registry, 1)
     suite = _suite(tmp_path, "attached")
     registry.attach_suite(MODEL, suite)
+    attached = stored(registry).model_suites().get(MODEL)
     plan = registry._verify_plan(
-        registry.get(record), registry.target("cpu"), None, suite, None, None
+        registry.get(record), registry.target("cpu"), None, suite, attached, None, None
     )
     assert not plan.exploratory
 
@@ -192,7 +193,7 @@ def test_the_gate_needs_a_fetchable_copy(registry: Any, cli: Any, tmp_path: Path
     record = add_synthetic(registry, 1)
     record_run(registry, record)
     registry.promote(record, "cpu", why="good")
-    sha = registry.store.files([record])[record][0].sha256
+    sha = stored(registry).files([record])[record][0].sha256
     assert registry.gate(MODEL, "cpu", sha).passed
     (synthetic_bytes() / record / "m1.gguf").write_bytes(b"truncated")
     gate = registry.gate(MODEL, "cpu", sha)

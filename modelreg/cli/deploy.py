@@ -186,18 +186,22 @@ def verify(
     if stale:
         if suite is not None or reference is not None:
             raise InvalidInput("--suite and --reference apply to one record, not --stale")
-        from modelreg.validators.base import VerifyOptions
+        from modelreg.api import VerifyOptions
 
         options = VerifyOptions(timeout_seconds=timeout, context=context, memory_limit_bytes=limit)
         reports = registry(ctx).verify_stale(target, options=options, sign_key=sign_key)
         if json_out:
             emit(reports)
-        elif not reports.runs:
+        elif not reports.runs and not reports.skipped:
             say(f"no stale evidence on {target}")
+        for skipped in reports.skipped if not json_out else []:
+            say(f"not verified again: {skipped.message}")
         for r in reports.runs if not json_out else []:
             out(f"{r.record.record_id}  {r.record.model_id}  {deployability_text(r.deployability)}")
         return 0 if all(r.deployability.deployable for r in reports.runs) else 1
 
+    # The one import past the API: the llama.cpp child is started before the API is imported
+    # (~0.2 s), the API receives it (``warm_llama_child``) and uses or kills it.
     from modelreg.validators.child import RuntimeChild
     from modelreg.validators.llama_child import CHILD_ARGV
 
@@ -207,7 +211,7 @@ def verify(
     # only waits for its request; the API sends it once the record is staged, or kills it.
     warm = RuntimeChild(CHILD_ARGV, memory_limit_bytes=limit)
     try:
-        from modelreg.validators.base import VerifyOptions
+        from modelreg.api import VerifyOptions
 
         options = VerifyOptions(timeout_seconds=timeout, context=context, memory_limit_bytes=limit)
         report = registry(ctx).verify(
@@ -362,7 +366,8 @@ def status(
     """What runs where: model × target → production record, files, deployable now / stale /
     held, where its bytes can be fetched, promoted when, by whom, why."""
     if model is None and target is None and expect_sha256 is None:
-        # An empty registry is answered from SQLite directly: no ORM to import for "nothing".
+        # An empty registry is answered from SQLite directly: no ORM (nor the API, ~0.2 s) to
+        # import for "nothing" — the other read past the API.
         from modelreg import config
         from modelreg.registry.quick import nothing_in_production
 

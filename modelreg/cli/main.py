@@ -87,26 +87,38 @@ def _error_line(text: str) -> None:
     sys.stderr.write(f"{clean(_redacted(text))}\n")
 
 
+# The library's parameters (``errors.PARAMETERS``, named in its messages as ``name``) as this
+# CLI's flags.
+FLAGS = {
+    "why": "--why",
+    "to": "--to",
+    "state": "--state",
+    "sha256": "--expect-sha256",
+    "hold": "--hold",
+    "record": "--record",
+    "reference": "--reference",
+    "case_id": "--case",
+    "compile_host": "--compile-host",
+    "effective_params": "--effective-params",
+    "effective_source": "--effective-source",
+}
+
+
 def _report(exc: ModelregError, json_out: bool) -> int:
     if config.debug():
         sys.stderr.write(_redacted(traceback.format_exc()))
+    message, hint = exc.worded(FLAGS)
     if json_out:
-        _error_json(exc.code.value, exc.message, exc.hint)
-    _error_line(f"error: {exc}")
+        _error_json(exc.code.value, message, hint)
+    _error_line(f"error: {message} — {hint}" if hint else f"error: {message}")
     return exc.exit_code
 
 
 def _database_failure(exc: Exception, args: list[str]) -> ModelregError | None:
     """An unreachable database seen mid-command (not at open) is exit 4, like at open."""
-    try:
-        from sqlalchemy.exc import DBAPIError
-    except ImportError:  # pragma: no cover - sqlalchemy is a dependency
-        return None
-    if not isinstance(exc, DBAPIError):
-        return None
-    from modelreg.registry.db import unavailable
+    from modelreg.api import database_unavailable
 
-    return unavailable(exc, config.database_url(_db_from_args(args)))
+    return database_unavailable(exc, config.database_url(_db_from_args(args)))
 
 
 def _db_from_args(argv: list[str]) -> str | None:

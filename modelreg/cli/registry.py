@@ -214,13 +214,12 @@ def db_upgrade(ctx: typer.Context, json_out: JsonOption = False) -> int:
     """Upgrade the registry's schema to this modelreg's (safe to run from many hosts at once).
     A shared PostgreSQL registry is upgraded only this way; SQLite upgrades itself."""
     from modelreg import api, config
-    from modelreg.registry.db import redact
     from modelreg.schemas.output import DbOutput
 
     db = ctx.obj.get("db") if ctx.obj else None
     before, after = api.upgrade(db)
     result = DbOutput(
-        url=redact(config.database_url(db)),
+        url=api.redact(config.database_url(db)),
         revision_before=before,
         revision=after,
         changed=before != after,

@@ -43,7 +43,7 @@ class SizeLabel:
         if claim not in self.precision or labelled is None:
             return False
         unit, decimals = self.precision[claim]
-        return round(value / unit, decimals) == round(labelled / unit, decimals)
+        return bool(round(value / unit, decimals) == round(labelled / unit, decimals))
 
 
 def _value(number: str | None, unit: str | None) -> int | None:

@@ -111,8 +111,15 @@ def _sqlite_engine(url: str, database: str | None) -> Engine:
     def _begin(connection: Any) -> None:
         # ...and take the write lock up front: a transaction that reads, then writes (the
         # production pointer, a record state) must not interleave with another writer, and a
-        # deferred transaction cannot wait for the lock once it has read.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # deferred transaction cannot wait for the lock once it has read. A read-only
+        # transaction (``Store.read``) needs no lock: in WAL mode it reads a snapshot.
+        options = connection.get_execution_options()
+        if options.get("isolation_level") == "AUTOCOMMIT":
+            return  # one statement, one implicit transaction (``Store.peek``)
+        if options.get("modelreg_read_only"):
+            connection.exec_driver_sql("BEGIN")
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 

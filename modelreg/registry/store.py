@@ -1,12 +1,12 @@
 """The store: records, verifications, promotions, record states and the event log.
 
 The store only stores. It decides nothing — deployability, staleness and the rollback candidate
-are the rules module's (``modelreg.rules``), applied by the API (``modelreg.api``). A plain
-read opens its own short session; reads that must agree with each other share one
-(``Store.snapshot``); every decision that reads then writes runs inside
-``Store.locked(model_id)``: one transaction holding the model's lock, so promotions, rollbacks,
-holds, releases, retirements and verifications of one model are serialized and their events are
-numbered in commit order.
+are the rules module's (``modelreg.rules``), applied by the API (``modelreg.api``). Every query
+is a method of ``Reads``, written once, over one session: ``Store.read()`` is one read-only
+transaction with one consistent view of the registry; every decision that reads then writes
+runs inside ``Store.locked(model_id)`` — a ``Writes`` (``Reads`` and the writes) in one
+transaction holding the model's lock, so promotions, rollbacks, holds, releases, retirements
+and verifications of one model are serialized and their events are numbered in commit order.
 """
 
 from __future__ import annotations
@@ -14,29 +14,32 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cache, cached_property
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-from sqlalchemy import bindparam, case
+from sqlalchemy import bindparam, case, literal
 from sqlalchemy import select as sa_select
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, func, select
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlmodel import Session, SQLModel, col, func, select
 
+from modelreg.clock import utcnow
 from modelreg.errors import AmbiguousRecord, InvalidInput, ModelNotFound, RecordNotFound
 from modelreg.limits import ACTOR_MAX, RECORD_REF_MAX, check_length, check_manifest
+from modelreg.record import Record
 from modelreg.registry.boundary import loads_readable
 from modelreg.registry.tables import (
     ApiTokenRow,
     ArtifactSignatureRow,
     EventRow,
+    GenerationRow,
     ModelRow,
     ModelSuiteRow,
     PromotionRow,
@@ -47,7 +50,6 @@ from modelreg.registry.tables import (
     RunRow,
     TargetRow,
     VerificationRow,
-    utcnow,
 )
 from modelreg.rules import (
     ACTIVE,
@@ -79,52 +81,20 @@ class StoredFile:
     sha256: str
 
 
-@dataclass(frozen=True)
-class Record:
-    """One recorded artifact. The manifest is parsed on first use: listing and deciding over
-    many records needs only the columns."""
-
-    id: str
-    model_id: str
-    format: str
-    source: str | None
-    license: str | None
-    root: Path
-    created_at: datetime
-    created_by: str
-    hold_reasons: tuple[str, ...]
-    # None when the record was read without its manifest (status over many records); then
-    # ``load_manifest_json`` fetches it on first use.
-    manifest_json: str | None = field(repr=False)
-    load_manifest_json: Callable[[], str] | None = field(default=None, repr=False, compare=False)
-
-    @classmethod
-    def from_row(cls, row: RecordRow) -> Record:
-        return cls(
-            id=row.id,
-            model_id=row.model_id,
-            format=row.format,
-            source=row.source,
-            license=row.license,
-            root=Path(row.root),
-            created_at=aware(row.created_at),
-            created_by=row.created_by,
-            hold_reasons=tuple(json.loads(row.hold_reasons_json or "[]")),
-            manifest_json=row.manifest_json,
-        )
-
-    @cached_property
-    def manifest(self) -> Manifest:
-        text = self.manifest_json
-        if text is None:
-            assert self.load_manifest_json is not None
-            text = self.load_manifest_json()
-        try:
-            return Manifest.model_validate_json(text)
-        except ValidationError:
-            # A row stored before the storage boundary (or around it) holding what it now
-            # refuses: read it made readable, so one bad row never breaks list or show.
-            return Manifest.model_validate(loads_readable(text))
+def record_of(row: RecordRow) -> Record:
+    """The domain record of a row of ``records``."""
+    return Record(
+        id=row.id,
+        model_id=row.model_id,
+        format=row.format,
+        source=row.source,
+        license=row.license,
+        root=Path(row.root),
+        created_at=aware(row.created_at),
+        created_by=row.created_by,
+        hold_reasons=tuple(json.loads(row.hold_reasons_json or "[]")),
+        manifest_json=row.manifest_json,
+    )
 
 
 @dataclass(frozen=True)
@@ -281,6 +251,8 @@ class StoredToken:
     created_by: str
     revoked_at: datetime | None
     revoked_by: str | None
+    # What the token is looked up by (the secret's sha256; never shown).
+    secret_sha256: str = field(default="", repr=False)
 
     @classmethod
     def from_row(cls, row: ApiTokenRow) -> StoredToken:
@@ -291,6 +263,7 @@ class StoredToken:
             row.created_by,
             aware(row.revoked_at) if row.revoked_at else None,
             row.revoked_by,
+            row.secret_sha256,
         )
 
 
@@ -405,6 +378,29 @@ def _locations_statement() -> Any:
 
 
 @cache
+def _generations_statement() -> Any:
+    return sa_select(col(GenerationRow.name), col(GenerationRow.value))
+
+
+@cache
+def _peek_statement() -> Any:
+    g, m = GenerationRow, ModelRow
+    names = sa_select(literal("g").label("kind"), col(g.name), col(g.value))
+    models = sa_select(literal("m"), col(m.model_id), col(m.generation)).where(
+        col(m.model_id).in_(bindparam("ids", expanding=True))
+    )
+    return names.union_all(models)
+
+
+@cache
+def _model_generations_statement() -> Any:
+    m = ModelRow
+    return sa_select(col(m.model_id), col(m.generation)).where(
+        col(m.model_id).in_(bindparam("ids", expanding=True))
+    )
+
+
+@cache
 def _target_specs_statement() -> Any:
     return select(TargetRow).order_by(col(TargetRow.name))
 
@@ -495,353 +491,515 @@ def _run_checks_statement() -> Any:
     )
 
 
-def _run_check_rows(session: Session, heads: Sequence[int]) -> list[Any]:
-    """The rows of ``_run_checks_statement`` for the runs of these verification ids, each run
-    once: in slices of ``_HEADS_CHUNK``, a run already read whole from an earlier slice (two
-    heads of one run can fall into different slices) is skipped."""
-    rows: list[Any] = []
-    for k in range(0, len(heads), _HEADS_CHUNK):
-        done = {row.run_id for row in rows}
-        rows += [
-            row
-            for row in session.execute(
-                _run_checks_statement(), {"heads": list(heads[k : k + _HEADS_CHUNK])}
-            )
-            if row.run_id not in done
-        ]
+def record_rows(
+    manifest: Manifest,
+    record_id: str,
+    identity: str,
+    root: str,
+    created_at: datetime,
+    created_by: str,
+) -> list[SQLModel]:
+    """A manifest as the rows of its record: the record and one row per file — what ``add``
+    writes and what ``import`` replays (one conversion, so the two can never disagree)."""
+    assert manifest.model_id is not None  # checked by add and import
+    rows: list[SQLModel] = [
+        RecordRow(
+            id=record_id,
+            manifest_sha256=manifest.digest(),
+            identity_sha256=identity,
+            model_id=manifest.model_id,
+            format=manifest.format,
+            source=manifest.source,
+            license=manifest.license.id,
+            manifest_json=manifest.canonical_json(),
+            hold_reasons_json=json.dumps(manifest.hold_reasons),
+            root=root,
+            created_at=created_at,
+            created_by=created_by,
+        )
+    ]
+    for f in manifest.files:
+        assert f.bytes is not None and f.sha256 is not None  # checked by add and import
+        rows.append(RecordFileRow(record_id=record_id, path=f.path, bytes=f.bytes, sha256=f.sha256))
     return rows
 
 
-def _latest_runs_on(
-    session: Session, record_ids: Sequence[str], targets: Sequence[str]
-) -> dict[tuple[str, str], list[StoredRun]]:
-    """(record id, target) -> the runs that may decide the record's deployability there (the
-    rules pick the one that counts); pairs without runs are absent. Two queries per chunk of
-    records: the heads, then their runs' checks."""
-    found: dict[tuple[str, str], list[StoredRun]] = {}
-    if not targets:
-        return found
-    for chunk in _chunks(list(record_ids)):
-        params = {"ids": list(chunk), "targets": list(targets)}
-        heads = {
-            head
-            for statement in (_run_heads_statement(), _signed_heads_statement())
-            for row in session.execute(statement, params)
-            for head in row
-            if head is not None
-        }
-        rows = _run_check_rows(session, sorted(heads))
-        checks: dict[str, list[CheckVerdict]] = {}
-        meta: dict[str, tuple[str, str, str, str | None, bool, datetime | None]] = {}
-        fingerprints: dict[str, dict[str, str]] = {}
-        for (
-            record_id,
-            target,
-            check,
-            required,
-            outcome,
-            cls,
-            at,
-            run_id,
-            fp,
-            origin,
-            envelope,
-            exploratory,
-            signed_at,
-        ) in rows:
-            if run_id not in fingerprints:
-                fingerprints[run_id] = json.loads(fp or "{}")
-                signed = aware(signed_at) if signed_at is not None else None
-                meta[run_id] = (record_id, target, origin, envelope, bool(exploratory), signed)
-            checks.setdefault(run_id, []).append(
-                CheckVerdict(check, required, outcome, cls, aware(at), run_id, fingerprints[run_id])
-            )
-        for run_id, (record_id, target, origin, envelope, exploratory, signed) in meta.items():
-            found.setdefault((record_id, target), []).append(
-                StoredRun(
-                    run_id,
-                    tuple(checks[run_id]),
-                    origin,
-                    json.loads(envelope) if envelope else None,
-                    exploratory,
-                    signed,
-                )
-            )
-    return found
+def _like_prefix(text: str) -> str:
+    """``text`` as a LIKE pattern matching itself literally (escape ``\\``)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _latest_runs(
-    session: Session, record_ids: Sequence[str], target: str
-) -> dict[str, list[StoredRun]]:
-    """record id -> the runs on ``target`` that may decide its deployability."""
-    found = _latest_runs_on(session, record_ids, [target])
-    return {i: found.get((i, target), []) for i in record_ids}
-
-
-def _states(session: Session, record_ids: Sequence[str]) -> dict[str, RecordState]:
-    states: dict[str, RecordState] = {}
-    for chunk in _chunks(list(record_ids)):
-        rows = session.execute(_states_statement(), {"ids": list(chunk)}).all()
-        for record_id, state, reason, at, actor in rows:
-            states[record_id] = RecordState(RecordStateKind(state), reason, aware(at), actor)
-    return states
-
-
-def _promotions(session: Session, model_id: str, target: str | None) -> list[Promotion]:
-    query = select(PromotionRow).where(PromotionRow.model_id == model_id)
-    if target:
-        query = query.where(PromotionRow.target == target)
-    return [Promotion.from_row(r) for r in session.exec(query.order_by(col(PromotionRow.id)))]
-
-
-def _productions(session: Session, model_id: str | None, target: str | None) -> list[Promotion]:
-    """The current production row of every (model, target), by model then target."""
-    statement = _productions_statement(bool(model_id), bool(target))
-    params = {"model_id": model_id} if model_id else {}
-    if target:
-        params["target"] = target
-    return [Promotion.from_columns(r) for r in session.execute(statement, params)]
-
-
-def _production(session: Session, model_id: str, target: str) -> Promotion | None:
-    row = session.exec(
-        select(PromotionRow)
-        .where(PromotionRow.model_id == model_id, PromotionRow.target == target)
-        .order_by(col(PromotionRow.id).desc())
-        .limit(1)
-    ).first()
-    return Promotion.from_row(row) if row else None
-
-
-def _records_by_id(session: Session, record_ids: Iterable[str]) -> dict[str, Record]:
-    ids = sorted(set(record_ids))
-    found: dict[str, Record] = {}
-    for chunk in _chunks(ids):
-        for row in session.exec(_records_statement(), params={"ids": list(chunk)}):
-            found[row.id] = Record.from_row(row)
-    return found
-
-
-def _record_heads(
-    session: Session, record_ids: Iterable[str], load_manifest_json: Callable[[str], str]
-) -> dict[str, Record]:
-    """Records without their manifests (read on first use through ``load_manifest_json``,
-    in a session of its own): status over thousands of records needs only the columns."""
-    r = RecordRow
-    ids = sorted(set(record_ids))
-    found: dict[str, Record] = {}
-    for chunk in _chunks(ids):
-        rows = session.execute(
-            sa_select(
-                col(r.id),
-                col(r.model_id),
-                col(r.format),
-                col(r.source),
-                col(r.license),
-                col(r.root),
-                col(r.created_at),
-                col(r.created_by),
-                col(r.hold_reasons_json),
-            ).where(col(r.id).in_(chunk))
-        ).all()
-        for rid, model, fmt, source, license_, root, at, by, holds in rows:
-            found[rid] = Record(
-                id=rid,
-                model_id=model,
-                format=fmt,
-                source=source,
-                license=license_,
-                root=Path(root),
-                created_at=aware(at),
-                created_by=by,
-                hold_reasons=tuple(json.loads(holds or "[]")),
-                manifest_json=None,
-                load_manifest_json=functools.partial(load_manifest_json, rid),
-            )
-    return found
-
-
-def _run_checks(session: Session, run_id: str) -> list[Verification]:
-    rows = session.exec(
-        select(VerificationRow)
-        .where(VerificationRow.run_id == run_id)
-        .order_by(col(VerificationRow.id))
-    ).all()
-    return [Verification.from_row(r) for r in rows]
-
-
-def _files(session: Session, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
-    found: dict[str, list[StoredFile]] = {i: [] for i in record_ids}
-    for chunk in _chunks(list(record_ids)):
-        rows = session.execute(_files_statement(), {"ids": list(chunk)}).all()
-        for record_id, path, size, sha256 in rows:
-            found[record_id].append(StoredFile(path, size, sha256))
-    return found
-
-
-def _has_model(session: Session, model_id: str) -> bool:
-    found = session.exec(select(ModelRow.id).where(ModelRow.model_id == model_id))
-    return found.first() is not None
-
-
-def _model_suites(session: Session) -> dict[str, ModelSuiteRow]:
-    return {row.model_id: row for row in session.exec(select(ModelSuiteRow))}
-
-
-def _target_specs(session: Session) -> list[StoredTarget]:
-    rows = session.exec(_target_specs_statement()).all()
-    return [
-        StoredTarget(
-            r.name, json.loads(r.spec_json), r.spec_sha256, aware(r.defined_at), r.defined_by
-        )
-        for r in rows
-    ]
-
-
-def _locations(session: Session, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
-    found: dict[str, list[StoredLocation]] = {i: [] for i in record_ids}
-    for chunk in _chunks(list(record_ids)):
-        rows = session.execute(_locations_statement(), {"ids": list(chunk)}).all()
-        for record_id, url, added_at, added_by in rows:
-            found[record_id].append(StoredLocation(url, aware(added_at), added_by))
-    return found
-
-
-def _productions_of(session: Session, model_ids: Sequence[str]) -> list[Promotion]:
-    """The current production row of every (model, target) of these models."""
-    p = PromotionRow
-    found: list[Promotion] = []
-    for chunk in _chunks(list(model_ids)):
-        newest = (
-            select(func.max(p.id))
-            .where(col(p.model_id).in_(chunk))
-            .group_by(col(p.model_id), col(p.target))
-        )
-        rows = session.execute(_promotion_columns().where(col(p.id).in_(newest)))
-        found += [Promotion.from_columns(r) for r in rows]
-    return sorted(found, key=lambda x: (x.model_id, x.target))
-
-
-def _model_page(
-    session: Session, contains: str | None, offset: int, limit: int
-) -> tuple[list[str], int]:
-    """A page of model ids (sorted; ``contains``: a case-insensitive substring) and how many
-    match in all."""
-    query = select(ModelRow.model_id)
-    if contains:
-        escaped = contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        query = query.where(col(ModelRow.model_id).ilike(f"%{escaped}%", escape="\\"))
-    total = session.exec(select(func.count()).select_from(query.subquery())).one()
-    page = session.exec(query.order_by(col(ModelRow.model_id)).offset(offset).limit(limit)).all()
-    return list(page), int(total)
-
-
-class Snapshot:
-    """Many reads in one short transaction (``Store.snapshot``): one connection instead of
-    one per read, and one consistent view of the registry. It takes no model's row lock, but
-    on SQLite (every transaction ``BEGIN IMMEDIATE``) it holds the database's write lock: open
-    no other session inside it, and keep it short."""
+class Reads:
+    """Every query of the registry, each written once, over one session: one transaction, one
+    consistent view (``Store.read``), or the locked transaction a decision writes in
+    (``Writes``). Open no other session inside one on SQLite: it may hold the database's lock."""
 
     def __init__(self, session: Session, load_manifest_json: Callable[[str], str]) -> None:
         self.session = session
         self._load_manifest_json = load_manifest_json
 
-    def has_model(self, model_id: str) -> bool:
-        return _has_model(self.session, model_id)
+    # -- generations (migration 0008) ------------------------------------------------------
 
-    def target_specs(self) -> list[StoredTarget]:
-        return _target_specs(self.session)
+    def model_generations(self, model_ids: Sequence[str] | None = None) -> dict[str, int]:
+        """model id -> its generation, bumped by every committed write of one of its rows: a
+        model whose generation is unchanged has unchanged rows (None: every model)."""
+        m = ModelRow
+        if model_ids is None:
+            rows = self.session.execute(sa_select(col(m.model_id), col(m.generation))).all()
+            return {model_id: int(g) for model_id, g in rows}
+        found: dict[str, int] = {}
+        for chunk in _chunks(list(model_ids)):
+            chunk_rows = self._core(_model_generations_statement(), {"ids": list(chunk)})
+            found |= {model_id: int(g) for model_id, g in chunk_rows}
+        return found
 
-    def model_suites(self) -> dict[str, ModelSuiteRow]:
-        return _model_suites(self.session)
+    def generations(self) -> dict[str, int]:
+        """The generations of what belongs to no model: ``targets`` and ``tokens``."""
+        return {name: int(value) for name, value in self._core(_generations_statement())}
 
-    def productions(self, model_id: str | None, target: str | None) -> list[Promotion]:
-        return _productions(self.session, model_id, target)
+    def _core(self, statement: Any, params: dict[str, Any] | None = None) -> Any:
+        """A Core statement on the session's connection (the hot reads: no ORM round)."""
+        return self.session.connection().execute(statement, params or {})
 
-    def productions_of(self, model_ids: Sequence[str]) -> list[Promotion]:
-        return _productions_of(self.session, model_ids)
+    # -- records -----------------------------------------------------------------------------
 
-    def model_page(self, contains: str | None, offset: int, limit: int) -> tuple[list[str], int]:
-        return _model_page(self.session, contains, offset, limit)
+    def record(self, ref: str) -> Record:
+        """A record by id or unique id prefix (``r_3f2a`` or ``3f2a``)."""
+        ref = check_length("record reference", ref.strip(), RECORD_REF_MAX)
+        prefix = ref if ref.startswith("r_") else f"r_{ref}"
+        if len(prefix) < 6:
+            raise InvalidInput(
+                f"record reference {ref!r} is too short", "give at least 4 characters of its id"
+            )
+        row = self.session.get(RecordRow, prefix)
+        if row is not None:
+            return record_of(row)
+        rows = self.session.exec(
+            select(RecordRow)
+            .where(col(RecordRow.id).like(f"{_like_prefix(prefix)}%", escape="\\"))
+            .limit(6)
+        ).all()
+        if not rows:
+            raise RecordNotFound(ref)
+        if len(rows) > 1:
+            raise AmbiguousRecord(ref, [r.id for r in rows])
+        return record_of(rows[0])
+
+    def record_by_identity(self, identity: str) -> Record | None:
+        row = self.session.exec(
+            select(RecordRow).where(RecordRow.identity_sha256 == identity)
+        ).first()
+        return record_of(row) if row else None
+
+    def records(
+        self, model_id: str | None = None, *, verified_on: str | None = None
+    ) -> list[Record]:
+        """All records (of one model; with at least one verification on ``verified_on``),
+        oldest first."""
+        query = select(RecordRow).order_by(col(RecordRow.created_at), col(RecordRow.id))
+        if model_id:
+            query = query.where(RecordRow.model_id == model_id)
+        if verified_on is not None:
+            verified = select(VerificationRow.record_id).where(
+                VerificationRow.target == verified_on
+            )
+            query = query.where(col(RecordRow.id).in_(verified))
+        return [record_of(r) for r in self.session.exec(query).all()]
 
     def records_by_id(
         self, record_ids: Iterable[str], *, with_manifests: bool = True
     ) -> dict[str, Record]:
         """Records by id; ``with_manifests=False`` reads each manifest on first use in a
-        session of its own — so touch ``record.manifest`` only after the snapshot has ended
-        (SQLite: inside it, that session would wait on the snapshot's own lock)."""
+        session of its own — so touch ``record.manifest`` only after this transaction has
+        ended (SQLite: inside it, that session would wait on its lock)."""
+        ids = sorted(set(record_ids))
         if with_manifests:
-            return _records_by_id(self.session, record_ids)
-        return _record_heads(self.session, record_ids, self._load_manifest_json)
+            found: dict[str, Record] = {}
+            for chunk in _chunks(ids):
+                for row in self.session.exec(_records_statement(), params={"ids": list(chunk)}):
+                    found[row.id] = record_of(row)
+            return found
+        return self._record_heads(ids)
+
+    def _record_heads(self, ids: Sequence[str]) -> dict[str, Record]:
+        r = RecordRow
+        found: dict[str, Record] = {}
+        for chunk in _chunks(ids):
+            rows = self.session.execute(
+                sa_select(
+                    col(r.id),
+                    col(r.model_id),
+                    col(r.format),
+                    col(r.source),
+                    col(r.license),
+                    col(r.root),
+                    col(r.created_at),
+                    col(r.created_by),
+                    col(r.hold_reasons_json),
+                ).where(col(r.id).in_(chunk))
+            ).all()
+            for rid, model, fmt, source, license_, root, at, by, holds in rows:
+                found[rid] = Record(
+                    id=rid,
+                    model_id=model,
+                    format=fmt,
+                    source=source,
+                    license=license_,
+                    root=Path(root),
+                    created_at=aware(at),
+                    created_by=by,
+                    hold_reasons=tuple(json.loads(holds or "[]")),
+                    manifest_json=None,
+                    load_manifest_json=functools.partial(self._load_manifest_json, rid),
+                )
+        return found
 
     def files(self, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
-        return _files(self.session, record_ids)
+        """record id -> its files (path, bytes, sha256), from the file table."""
+        found: dict[str, list[StoredFile]] = {i: [] for i in record_ids}
+        for chunk in _chunks(list(record_ids)):
+            rows = self.session.execute(_files_statement(), {"ids": list(chunk)}).all()
+            for record_id, path, size, sha256 in rows:
+                found[record_id].append(StoredFile(path, size, sha256))
+        return found
 
-    def state(self, record_id: str) -> RecordState:
-        return _states(self.session, [record_id]).get(record_id, ACTIVE)
+    def locations(self, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
+        """record id -> where its bytes can be fetched, in the order they were added."""
+        found: dict[str, list[StoredLocation]] = {i: [] for i in record_ids}
+        for chunk in _chunks(list(record_ids)):
+            rows = self.session.execute(_locations_statement(), {"ids": list(chunk)}).all()
+            for record_id, url, added_at, added_by in rows:
+                found[record_id].append(StoredLocation(url, aware(added_at), added_by))
+        return found
 
-    def states(self, record_ids: Sequence[str]) -> dict[str, RecordState]:
-        return _states(self.session, record_ids)
+    def artifact_signatures(self, record_id: str) -> list[dict[str, Any]]:
+        rows = self.session.exec(
+            select(ArtifactSignatureRow)
+            .where(ArtifactSignatureRow.record_id == record_id)
+            .order_by(col(ArtifactSignatureRow.id))
+        )
+        return [json.loads(row.bundle_json) for row in rows]
 
-    def promotions(self, model_id: str, target: str | None = None) -> list[Promotion]:
-        return _promotions(self.session, model_id, target)
+    # -- models --------------------------------------------------------------------------
+
+    def model_ids(self) -> list[str]:
+        return list(self.session.exec(select(ModelRow.model_id).order_by(col(ModelRow.model_id))))
+
+    def has_model(self, model_id: str) -> bool:
+        found = self.session.exec(select(ModelRow.id).where(ModelRow.model_id == model_id))
+        return found.first() is not None
+
+    def model_page(self, contains: str | None, offset: int, limit: int) -> tuple[list[str], int]:
+        """A page of model ids (sorted; ``contains``: a case-insensitive substring) and how
+        many match in all."""
+        query = select(ModelRow.model_id)
+        if contains:
+            query = query.where(
+                col(ModelRow.model_id).ilike(f"%{_like_prefix(contains)}%", escape="\\")
+            )
+        total = self.session.exec(select(func.count()).select_from(query.subquery())).one()
+        page = self.session.exec(
+            query.order_by(col(ModelRow.model_id)).offset(offset).limit(limit)
+        ).all()
+        return list(page), int(total)
+
+    def model_suites(self, model_ids: Sequence[str] | None = None) -> dict[str, ModelSuiteRow]:
+        """model id -> its attached suite (None: of every model)."""
+        query = select(ModelSuiteRow)
+        if model_ids is None:
+            return {row.model_id: row for row in self.session.exec(query)}
+        found: dict[str, ModelSuiteRow] = {}
+        for chunk in _chunks(list(model_ids)):
+            chunk_query = query.where(col(ModelSuiteRow.model_id).in_(chunk))
+            found |= {row.model_id: row for row in self.session.exec(chunk_query)}
+        return found
+
+    # -- verifications ---------------------------------------------------------------------
+
+    def verifications(self, record_id: str, target: str | None = None) -> list[Verification]:
+        """Every stored check result of a record, oldest first."""
+        query = select(VerificationRow).where(VerificationRow.record_id == record_id)
+        if target:
+            query = query.where(VerificationRow.target == target)
+        rows = self.session.exec(query.order_by(col(VerificationRow.id))).all()
+        return [Verification.from_row(r) for r in rows]
+
+    def verified_targets(self, record_id: str) -> list[str]:
+        rows = self.session.exec(
+            select(VerificationRow.target).where(VerificationRow.record_id == record_id).distinct()
+        )
+        return sorted(rows)
 
     def run_checks(self, run_id: str) -> list[Verification]:
-        return _run_checks(self.session, run_id)
+        """Every check of one run, with evidence, in the order they ran."""
+        rows = self.session.exec(
+            select(VerificationRow)
+            .where(VerificationRow.run_id == run_id)
+            .order_by(col(VerificationRow.id))
+        ).all()
+        return [Verification.from_row(r) for r in rows]
+
+    def latest_local_run(self, record_id: str, target: str) -> list[Verification]:
+        """Every check of the latest run this registry's verify produced for the record on
+        ``target`` (imported and uploaded runs are not facts measured here), with evidence."""
+        last = self.session.exec(
+            select(VerificationRow.run_id)
+            .join(RunRow, col(RunRow.run_id) == col(VerificationRow.run_id))
+            .where(
+                VerificationRow.record_id == record_id,
+                VerificationRow.target == target,
+                RunRow.origin == "local",
+            )
+            .order_by(col(VerificationRow.id).desc())
+            .limit(1)
+        ).first()
+        return [] if last is None else self.run_checks(last)
+
+    def exploratory_runs(self, record_id: str) -> list[str]:
+        """The ids of the record's one-off runs (shown, never counted)."""
+        return list(
+            self.session.exec(
+                select(RunRow.run_id).where(RunRow.record_id == record_id, col(RunRow.exploratory))
+            ).all()
+        )
+
+    def foreign_runs(self, record_id: str) -> list[ForeignRun]:
+        """The record's runs not produced by this registry's verify (imported from a file or
+        uploaded to the team service), newest first, with their checks."""
+        rows = self.session.exec(
+            select(RunRow)
+            .where(RunRow.record_id == record_id, RunRow.origin != "local")
+            .order_by(col(RunRow.created_at).desc(), col(RunRow.run_id))
+        ).all()
+        return [
+            ForeignRun(
+                run_id=row.run_id,
+                target=row.target,
+                origin=row.origin,
+                origin_detail=row.origin_detail,
+                signed=row.envelope_json is not None,
+                signer_key_id=row.signer_key_id,
+                created_at=aware(row.created_at),
+                checks=self.run_checks(row.run_id),
+            )
+            for row in rows
+        ]
+
+    def run(self, run_id: str) -> RunRow | None:
+        return self.session.get(RunRow, run_id)
 
     def latest_runs(self, record_ids: Sequence[str], target: str) -> dict[str, list[StoredRun]]:
-        return _latest_runs(self.session, record_ids, target)
+        """record id -> the runs on ``target`` that may decide its deployability."""
+        found = self.latest_runs_on(record_ids, [target])
+        return {i: found.get((i, target), []) for i in record_ids}
 
     def latest_runs_on(
         self, record_ids: Sequence[str], targets: Sequence[str]
     ) -> dict[tuple[str, str], list[StoredRun]]:
-        return _latest_runs_on(self.session, record_ids, targets)
+        """(record id, target) -> the runs that may decide the record's deployability there
+        (the rules pick the one that counts); pairs without runs are absent. Two queries per
+        chunk of records: the heads, then their runs' checks."""
+        found: dict[tuple[str, str], list[StoredRun]] = {}
+        if not targets:
+            return found
+        for chunk in _chunks(list(record_ids)):
+            params = {"ids": list(chunk), "targets": list(targets)}
+            heads = {
+                head
+                for statement in (_run_heads_statement(), _signed_heads_statement())
+                for row in self.session.execute(statement, params)
+                for head in row
+                if head is not None
+            }
+            for run in _stored_runs(self._run_check_rows(sorted(heads))):
+                found.setdefault((run[0], run[1]), []).append(run[2])
+        return found
 
-    def locations(self, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
-        return _locations(self.session, record_ids)
+    def _run_check_rows(self, heads: Sequence[int]) -> list[Any]:
+        """The rows of ``_run_checks_statement`` for the runs of these verification ids, each
+        run once: in slices of ``_HEADS_CHUNK``, a run already read whole from an earlier
+        slice (two heads of one run can fall into different slices) is skipped."""
+        rows: list[Any] = []
+        for k in range(0, len(heads), _HEADS_CHUNK):
+            done = {row.run_id for row in rows}
+            rows += [
+                row
+                for row in self.session.execute(
+                    _run_checks_statement(), {"heads": list(heads[k : k + _HEADS_CHUNK])}
+                )
+                if row.run_id not in done
+            ]
+        return rows
 
-
-class Locked:
-    """Reads and writes inside one transaction that holds a model's lock (``Store.locked``)."""
-
-    def __init__(self, session: Session, model_id: str) -> None:
-        self.session = session
-        self.model_id = model_id
+    # -- states, promotions, events ----------------------------------------------------------
 
     def state(self, record_id: str) -> RecordState:
-        return _states(self.session, [record_id]).get(record_id, ACTIVE)
+        return self.states([record_id]).get(record_id, ACTIVE)
 
-    def latest_runs(self, record_id: str, target: str) -> list[StoredRun]:
-        return _latest_runs(self.session, [record_id], target)[record_id]
+    def states(self, record_ids: Sequence[str]) -> dict[str, RecordState]:
+        """record id -> state, for the records that are not active."""
+        states: dict[str, RecordState] = {}
+        for chunk in _chunks(list(record_ids)):
+            rows = self.session.execute(_states_statement(), {"ids": list(chunk)}).all()
+            for record_id, state, reason, at, actor in rows:
+                states[record_id] = RecordState(RecordStateKind(state), reason, aware(at), actor)
+        return states
 
-    def promotions(self, target: str) -> list[Promotion]:
-        return _promotions(self.session, self.model_id, target)
+    def promotions(self, model_id: str, target: str | None = None) -> list[Promotion]:
+        query = select(PromotionRow).where(PromotionRow.model_id == model_id)
+        if target:
+            query = query.where(PromotionRow.target == target)
+        rows = self.session.exec(query.order_by(col(PromotionRow.id)))
+        return [Promotion.from_row(r) for r in rows]
 
-    def production(self, target: str) -> Promotion | None:
-        return _production(self.session, self.model_id, target)
+    def production(self, model_id: str, target: str) -> Promotion | None:
+        row = self.session.exec(
+            select(PromotionRow)
+            .where(PromotionRow.model_id == model_id, PromotionRow.target == target)
+            .order_by(col(PromotionRow.id).desc())
+            .limit(1)
+        ).first()
+        return Promotion.from_row(row) if row else None
+
+    def productions(
+        self, model_id: str | None = None, target: str | None = None
+    ) -> list[Promotion]:
+        """The current production row of every (model, target), by model then target."""
+        statement = _productions_statement(bool(model_id), bool(target))
+        params = {"model_id": model_id} if model_id else {}
+        if target:
+            params["target"] = target
+        return [Promotion.from_columns(r) for r in self.session.execute(statement, params)]
+
+    def productions_of(self, model_ids: Sequence[str]) -> list[Promotion]:
+        """The current production row of every (model, target) of these models."""
+        p = PromotionRow
+        found: list[Promotion] = []
+        for chunk in _chunks(list(model_ids)):
+            newest = (
+                select(func.max(p.id))
+                .where(col(p.model_id).in_(chunk))
+                .group_by(col(p.model_id), col(p.target))
+            )
+            rows = self.session.execute(_promotion_columns().where(col(p.id).in_(newest)))
+            found += [Promotion.from_columns(r) for r in rows]
+        return sorted(found, key=lambda x: (x.model_id, x.target))
+
+    def events(self, model_id: str) -> list[Event]:
+        rows = self.session.exec(
+            select(EventRow).where(EventRow.model_id == model_id).order_by(col(EventRow.id))
+        ).all()
+        return [Event.from_row(r) for r in rows]
+
+    # -- shared targets and tokens ------------------------------------------------------------
 
     def target_specs(self) -> list[StoredTarget]:
-        return _target_specs(self.session)
+        """Every target defined in the registry, by name."""
+        rows = self.session.exec(_target_specs_statement()).all()
+        return [
+            StoredTarget(
+                r.name, json.loads(r.spec_json), r.spec_sha256, aware(r.defined_at), r.defined_by
+            )
+            for r in rows
+        ]
 
-    def model_suites(self) -> dict[str, ModelSuiteRow]:
-        return _model_suites(self.session)
+    def tokens(self) -> list[StoredToken]:
+        rows = self.session.exec(select(ApiTokenRow).order_by(col(ApiTokenRow.name))).all()
+        return [StoredToken.from_row(r) for r in rows]
 
-    def locations(self, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
-        return _locations(self.session, record_ids)
 
-    def files(self, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
-        return _files(self.session, record_ids)
+def _stored_runs(rows: Iterable[Any]) -> Iterator[tuple[str, str, StoredRun]]:
+    """(record id, target, run) of the rows of ``_run_checks_statement``, a run per run id."""
+    checks: dict[str, list[CheckVerdict]] = {}
+    meta: dict[str, tuple[str, str, str, str | None, bool, datetime | None]] = {}
+    fingerprints: dict[str, dict[str, str]] = {}
+    for (
+        record_id,
+        target,
+        check,
+        required,
+        outcome,
+        cls,
+        at,
+        run_id,
+        fp,
+        origin,
+        envelope,
+        exploratory,
+        signed_at,
+    ) in rows:
+        if run_id not in fingerprints:
+            fingerprints[run_id] = json.loads(fp or "{}")
+            signed = aware(signed_at) if signed_at is not None else None
+            meta[run_id] = (record_id, target, origin, envelope, bool(exploratory), signed)
+        checks.setdefault(run_id, []).append(
+            CheckVerdict(check, required, outcome, cls, aware(at), run_id, fingerprints[run_id])
+        )
+    for run_id, (record_id, target, origin, envelope, exploratory, signed) in meta.items():
+        run = StoredRun(
+            run_id,
+            tuple(checks[run_id]),
+            origin,
+            json.loads(envelope) if envelope else None,
+            exploratory,
+            signed,
+        )
+        yield record_id, target, run
 
-    def productions(self) -> list[Promotion]:
-        return _productions(self.session, self.model_id, None)
 
-    def records(self, record_ids: Iterable[str]) -> dict[str, Record]:
-        return _records_by_id(self.session, record_ids)
+class Writes(Reads):
+    """Reads and writes in one transaction (``Store.write``), holding ``model_id``'s lock when
+    it was opened by ``Store.locked``. Committed when the block ends without an exception."""
+
+    def __init__(
+        self,
+        session: Session,
+        load_manifest_json: Callable[[str], str],
+        model_id: str | None = None,
+    ) -> None:
+        super().__init__(session, load_manifest_json)
+        self.model_id = model_id
+
+    def _model(self) -> str:
+        assert self.model_id is not None, "a model's write needs Store.locked(model_id)"
+        return self.model_id
+
+    def insert_record(
+        self,
+        manifest: Manifest,
+        identity: str,
+        root: Path,
+        actor: str,
+        detail: dict[str, Any] | None,
+    ) -> Record:
+        """The record's rows, its model's row when it is the model's first, and the event."""
+        assert manifest.model_id is not None
+        now = utcnow()
+        model = select(ModelRow.id).where(ModelRow.model_id == manifest.model_id)
+        if self.session.exec(model).first() is None:
+            self.session.add(ModelRow(model_id=manifest.model_id, created_at=now))
+            self.session.flush()
+        rows = record_rows(manifest, manifest.record_id, identity, str(root), now, actor)
+        for row in rows:  # the record first: its files refer to it
+            self.session.add(row)
+            self.session.flush()
+        self.session.add(
+            event_row(
+                "add",
+                actor,
+                model_id=manifest.model_id,
+                record_id=manifest.record_id,
+                detail={"root": str(root), "hold_reasons": manifest.hold_reasons} | (detail or {}),
+            )
+        )
+        record_row = rows[0]
+        assert isinstance(record_row, RecordRow)
+        return record_of(record_row)
 
     def set_production(
         self, record: Record, target: str, action: str, actor: str, why: str | None
     ) -> Promotion:
-        current = self.production(target)
+        current = self.production(self._model(), target)
         previous = current.record_id if current else None
         row = PromotionRow(
             model_id=record.model_id,
@@ -950,10 +1108,11 @@ class Locked:
 
     def attach_suite(self, suite_json: str, suite_sha256: str, actor: str) -> None:
         """Attach a golden suite to the model (replacing any), with its event."""
-        row = self.session.get(ModelSuiteRow, self.model_id)
+        model_id = self._model()
+        row = self.session.get(ModelSuiteRow, model_id)
         if row is None:
             row = ModelSuiteRow(
-                model_id=self.model_id,
+                model_id=model_id,
                 suite_sha256=suite_sha256,
                 suite_json=suite_json,
                 attached_at=utcnow(),
@@ -966,12 +1125,25 @@ class Locked:
         self.event("suite-attach", actor, None, None, None, {"suite_sha256": suite_sha256})
 
     def detach_suite(self, actor: str) -> bool:
-        row = self.session.get(ModelSuiteRow, self.model_id)
+        row = self.session.get(ModelSuiteRow, self._model())
         if row is None:
             return False
         self.session.delete(row)
         self.event("suite-detach", actor, None, None, None, {"suite_sha256": row.suite_sha256})
         return True
+
+    def add_locations(self, record: Record, urls: Sequence[str], actor: str) -> list[str]:
+        """Add locations (already validated) to a record; returns those that were new, with
+        one ``locate`` event when any was."""
+        loc = RecordLocationRow
+        known = set(self.session.exec(select(loc.url).where(loc.record_id == record.id)).all())
+        added = [u for u in dict.fromkeys(urls) if u not in known]
+        now = utcnow()
+        for url in added:
+            self.session.add(loc(record_id=record.id, url=url, added_at=now, added_by=actor))
+        if added:
+            self.event("locate", actor, record.id, None, None, {"added": added})
+        return added
 
     def event(
         self,
@@ -982,6 +1154,7 @@ class Locked:
         why: str | None,
         detail: dict[str, Any] | None = None,
     ) -> None:
+        """An event of this transaction's model (none outside ``Store.locked``)."""
         self.session.add(
             event_row(
                 kind,
@@ -995,12 +1168,74 @@ class Locked:
         )
         self.session.flush()
 
+    def define_targets(
+        self, specs: dict[str, dict[str, Any]], actor: str, origin: str
+    ) -> dict[str, str]:
+        """Store target definitions; returns name -> "added", "replaced" or "unchanged". Each
+        change is a ``target-define`` event (who, from which file, the definition's digest and
+        the one it replaced)."""
+        changes: dict[str, str] = {}
+        for name, spec in sorted(specs.items()):
+            spec_json, digest = stored_spec(spec)
+            row = self.session.get(TargetRow, name)
+            if row is not None and row.spec_sha256 == digest:
+                changes[name] = "unchanged"
+                continue
+            previous = row.spec_sha256 if row is not None else None
+            if row is None:
+                row = TargetRow(
+                    name=name,
+                    spec_json=spec_json,
+                    spec_sha256=digest,
+                    defined_at=utcnow(),
+                    defined_by=actor,
+                )
+            else:
+                row.spec_json, row.spec_sha256 = spec_json, digest
+                row.defined_at, row.defined_by = utcnow(), actor
+            self.session.add(row)
+            self.session.add(target_define_event(name, spec, digest, previous, actor, origin))
+            changes[name] = "replaced" if previous else "added"
+        return changes
+
+    def remove_target(self, name: str, actor: str, why: str | None) -> bool:
+        """Delete a shared target definition (and say so in the event log); False when there
+        was none. Evidence gathered on it stays and reads "target no longer defined"."""
+        row = self.session.get(TargetRow, name)
+        if row is None:
+            return False
+        self.session.delete(row)
+        self.session.add(
+            event_row(
+                "target-remove",
+                actor,
+                target=name,
+                why=why,
+                detail={"spec_sha256": row.spec_sha256, "spec": json.loads(row.spec_json)},
+            )
+        )
+        return True
+
+    def revoke_token(self, name: str, actor: str) -> StoredToken | None:
+        """Revoke a token by name (a no-op for one already revoked); None when unknown."""
+        row = self.session.exec(select(ApiTokenRow).where(ApiTokenRow.name == name)).first()
+        if row is None:
+            return None
+        if row.revoked_at is None:
+            row.revoked_at, row.revoked_by = utcnow(), actor
+            self.session.add(row)
+            self.session.add(event_row("token-revoke", actor, detail={"name": name}))
+            self.session.flush()
+        return StoredToken.from_row(row)
+
 
 class Store:
-    """Rows in, rows out, over one database engine."""
+    """The registry's database: transactions over one engine (``read``, ``write``,
+    ``locked``) and the few writes that must retry or recover from a concurrent writer."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._pinned = threading.local()  # ``peek(pinned=True)``'s connection, per thread
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -1008,65 +1243,85 @@ class Store:
             yield session
 
     @contextmanager
-    def snapshot(self) -> Iterator[Snapshot]:
-        """Reads in one transaction (rolled back at the end: it writes nothing)."""
+    def read(self) -> Iterator[Reads]:
+        """Reads in one transaction (rolled back at the end: it writes nothing). PostgreSQL:
+        REPEATABLE READ, so every query of it sees the same committed state; SQLite: a deferred
+        transaction (WAL: a snapshot at its first read), which takes no write lock."""
+        options: dict[str, Any] = {"modelreg_read_only": True}
+        if self.engine.dialect.name == "postgresql":
+            options["isolation_level"] = "REPEATABLE READ"
         with self._session() as session:
-            yield Snapshot(session, self._manifest_json)
+            session.connection(execution_options=options)
+            yield Reads(session, self._manifest_json)
 
     @contextmanager
-    def locked(self, model_id: str) -> Iterator[Locked]:
+    def write(self) -> Iterator[Writes]:
+        """One transaction that may write (no model's lock); committed when the block ends
+        without an exception, rolled back otherwise."""
+        with self._session() as session:
+            yield Writes(session, self._manifest_json)
+            session.commit()
+
+    @contextmanager
+    def locked(self, model_id: str) -> Iterator[Writes]:
         """One transaction holding ``model_id``'s lock; committed when the block ends without
         an exception, rolled back otherwise.
 
-        PostgreSQL: ``SELECT … FOR UPDATE`` on the model's row. SQLite: every transaction is
-        ``BEGIN IMMEDIATE`` (see db.py), which holds the database's write lock.
+        PostgreSQL: ``SELECT … FOR UPDATE`` on the model's row. SQLite: every writing
+        transaction is ``BEGIN IMMEDIATE`` (see db.py), which holds the database's write lock.
         """
         with self._session() as session:
             found = session.exec(
-                select(ModelRow).where(ModelRow.model_id == model_id).with_for_update()
+                select(ModelRow.id).where(ModelRow.model_id == model_id).with_for_update()
             ).first()
             if found is not None:
-                yield Locked(session, model_id)
+                yield Writes(session, self._manifest_json, model_id)
                 session.commit()
         if found is None:  # the suggestions read after our transaction (SQLite: its lock)
-            raise ModelNotFound(model_id, self.model_ids())
+            with self.read() as reads:
+                raise ModelNotFound(model_id, reads.model_ids())
 
-    # -- the storage boundary ------------------------------------------------------------
-
-    def check(self, *, quarantine: bool = False, actor: str = "db-check") -> list[BadValue]:
-        """Stored values that cannot be read back (rows from before the storage boundary, or
-        written around it). ``quarantine``: make each readable (lone surrogates → U+FFFD,
-        what nests too deep → a note), with a ``db-quarantine`` event per row."""
-        from modelreg.registry import boundary
-
-        with self._session() as session:
-            found = boundary.audit(session)
-            bad = [
-                BadValue(
-                    getattr(row, "__tablename__", type(row).__name__),
-                    _row_key(row),
-                    name,
-                    why,
-                )
-                for row, name, why in found
-            ]
-            if quarantine and found:
-                for row, name, _why in found:
-                    setattr(row, name, boundary.quarantine_value(name, getattr(row, name)))
-                    session.add(row)
-                for value in bad:
-                    session.add(
-                        event_row(
-                            "db-quarantine",
-                            actor,
-                            why=f"{value.table}.{value.column} {value.why}",
-                            detail={"table": value.table, "key": value.key, "column": value.column},
+    def peek(
+        self, model_ids: Sequence[str], *, pinned: bool = False
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """(the registry's ``epoch`` / ``targets`` / ``tokens`` generations, these models'
+        generations) now, in one statement outside any transaction: the check a cached
+        answer needs before it is given. ``pinned``: on a connection this thread keeps (the
+        server's event loop: one round trip, no checkout); a connection that failed is dropped
+        and the statement tried once more on a new one."""
+        params = {"ids": list(model_ids)}
+        if not pinned:
+            with self.engine.connect() as checked_out:
+                autocommit = checked_out.execution_options(isolation_level="AUTOCOMMIT")
+                rows = autocommit.execute(_peek_statement(), params).all()
+        else:
+            for attempt in (1, 2):
+                connection: Connection | None = getattr(self._pinned, "connection", None)
+                try:
+                    if connection is None:
+                        connection = self.engine.connect().execution_options(
+                            isolation_level="AUTOCOMMIT"
                         )
-                    )
-                session.commit()
-        return bad
+                        self._pinned.connection = connection
+                    rows = connection.execute(_peek_statement(), params).all()
+                    break
+                except DBAPIError:
+                    self._pinned.connection = None
+                    if connection is not None:
+                        connection.invalidate()
+                    if attempt == 2:
+                        raise
+        named = {name: int(value) for kind, name, value in rows if kind == "g"}
+        return named, {name: int(value) for kind, name, value in rows if kind == "m"}
 
-    # -- records -------------------------------------------------------------------------
+    def _manifest_json(self, record_id: str) -> str:
+        with self.read() as reads:
+            row = reads.session.get(RecordRow, record_id)
+            if row is None:
+                raise RecordNotFound(record_id)
+            return row.manifest_json
+
+    # -- writes that retry or recover ----------------------------------------------------
 
     def add(
         self, manifest: Manifest, root: Path, actor: str, detail: dict[str, Any] | None = None
@@ -1087,215 +1342,20 @@ class Store:
         identity = manifest.identity_digest()
         # Concurrent writers: the unique identity makes the same artifact one record; a writer
         # that loses the race for the model row (or the record) retries and finds it.
-        for _attempt in range(ADD_RETRIES):
-            existing = self.find_by_identity(identity)
+        for _attempt in range(ADD_RETRIES + 1):
+            with self.read() as reads:
+                existing = reads.record_by_identity(identity)
             if existing is not None:
                 return existing, False
+            if _attempt == ADD_RETRIES:
+                break
             try:
-                return self._insert_record(manifest, identity, root, actor, detail), True
+                with self.write() as tx:
+                    record = tx.insert_record(manifest, identity, root, actor, detail)
+                return record, True
             except IntegrityError:
                 continue
-        existing = self.find_by_identity(identity)
-        if existing is None:
-            raise RuntimeError(f"could not add record {manifest.record_id} after retries")
-        return existing, False
-
-    def _insert_record(
-        self,
-        manifest: Manifest,
-        identity: str,
-        root: Path,
-        actor: str,
-        detail: dict[str, Any] | None,
-    ) -> Record:
-        assert manifest.model_id is not None
-        now = utcnow()
-        row = RecordRow(
-            id=manifest.record_id,
-            manifest_sha256=manifest.digest(),
-            identity_sha256=identity,
-            model_id=manifest.model_id,
-            format=manifest.format,
-            source=manifest.source,
-            license=manifest.license.id,
-            manifest_json=manifest.canonical_json(),
-            hold_reasons_json=json.dumps(manifest.hold_reasons),
-            root=str(root),
-            created_at=now,
-            created_by=actor,
-        )
-        with self._session() as session:
-            model = select(ModelRow).where(ModelRow.model_id == manifest.model_id)
-            if session.exec(model).first() is None:
-                session.add(ModelRow(model_id=manifest.model_id, created_at=now))
-                session.flush()
-            session.add(row)
-            session.flush()
-            for f in manifest.files:
-                assert f.bytes is not None and f.sha256 is not None  # checked by add
-                session.add(
-                    RecordFileRow(record_id=row.id, path=f.path, bytes=f.bytes, sha256=f.sha256)
-                )
-            session.add(
-                event_row(
-                    "add",
-                    actor,
-                    model_id=manifest.model_id,
-                    record_id=row.id,
-                    detail={"root": str(root), "hold_reasons": manifest.hold_reasons}
-                    | (detail or {}),
-                )
-            )
-            session.commit()
-        return Record.from_row(row)
-
-    def find_by_identity(self, identity: str) -> Record | None:
-        with self._session() as session:
-            row = session.exec(
-                select(RecordRow).where(RecordRow.identity_sha256 == identity)
-            ).first()
-            return Record.from_row(row) if row else None
-
-    def get(self, ref: str) -> Record:
-        """A record by id or unique id prefix (``r_3f2a`` or ``3f2a``)."""
-        ref = check_length("record reference", ref.strip(), RECORD_REF_MAX)
-        prefix = ref if ref.startswith("r_") else f"r_{ref}"
-        if len(prefix) < 6:
-            raise InvalidInput(
-                f"record reference {ref!r} is too short", "give at least 4 characters of its id"
-            )
-        with self._session() as session:
-            row = session.get(RecordRow, prefix)
-            if row is not None:
-                return Record.from_row(row)
-            escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            rows = session.exec(
-                select(RecordRow).where(col(RecordRow.id).like(f"{escaped}%", escape="\\")).limit(6)
-            ).all()
-        if not rows:
-            raise RecordNotFound(ref)
-        if len(rows) > 1:
-            raise AmbiguousRecord(ref, [r.id for r in rows])
-        return Record.from_row(rows[0])
-
-    def _manifest_json(self, record_id: str) -> str:
-        with self._session() as session:
-            row = session.get(RecordRow, record_id)
-            if row is None:
-                raise RecordNotFound(record_id)
-            return row.manifest_json
-
-    def records(self, model_id: str | None = None) -> list[Record]:
-        """All records (of one model), oldest first."""
-        with self._session() as session:
-            query = select(RecordRow).order_by(col(RecordRow.created_at), col(RecordRow.id))
-            if model_id:
-                query = query.where(RecordRow.model_id == model_id)
-            return [Record.from_row(r) for r in session.exec(query).all()]
-
-    def records_verified_on(self, target: str, model_id: str | None = None) -> list[Record]:
-        """Records with at least one verification on ``target``, oldest first."""
-        with self._session() as session:
-            verified = select(VerificationRow.record_id).where(VerificationRow.target == target)
-            query = (
-                select(RecordRow)
-                .where(col(RecordRow.id).in_(verified))
-                .order_by(col(RecordRow.created_at), col(RecordRow.id))
-            )
-            if model_id:
-                query = query.where(RecordRow.model_id == model_id)
-            return [Record.from_row(r) for r in session.exec(query).all()]
-
-    def files(self, record_ids: Sequence[str]) -> dict[str, list[StoredFile]]:
-        """record id -> its files (path, bytes, sha256), from the file table."""
-        with self._session() as session:
-            return _files(session, record_ids)
-
-    def model_ids(self) -> list[str]:
-        with self._session() as session:
-            return list(session.exec(select(ModelRow.model_id).order_by(col(ModelRow.model_id))))
-
-    def has_model(self, model_id: str) -> bool:
-        with self._session() as session:
-            return _has_model(session, model_id)
-
-    # -- verifications -------------------------------------------------------------------
-
-    def verifications(self, record_id: str, target: str | None = None) -> list[Verification]:
-        """Every stored check result of a record, oldest first."""
-        with self._session() as session:
-            query = select(VerificationRow).where(VerificationRow.record_id == record_id)
-            if target:
-                query = query.where(VerificationRow.target == target)
-            rows = session.exec(query.order_by(col(VerificationRow.id))).all()
-            return [Verification.from_row(r) for r in rows]
-
-    def latest_run(self, record_id: str, target: str) -> list[Verification]:
-        """Every check of the latest run this registry's verify produced for the record on
-        ``target`` (imported and uploaded runs are not facts measured here), with evidence."""
-        with self._session() as session:
-            last = session.exec(
-                select(VerificationRow.run_id)
-                .join(RunRow, col(RunRow.run_id) == col(VerificationRow.run_id))
-                .where(
-                    VerificationRow.record_id == record_id,
-                    VerificationRow.target == target,
-                    RunRow.origin == "local",
-                )
-                .order_by(col(VerificationRow.id).desc())
-                .limit(1)
-            ).first()
-            return [] if last is None else _run_checks(session, last)
-
-    def exploratory_runs(self, record_id: str) -> list[str]:
-        """The ids of the record's one-off runs (shown, never counted)."""
-        with self._session() as session:
-            return list(
-                session.exec(
-                    select(RunRow.run_id).where(
-                        RunRow.record_id == record_id, col(RunRow.exploratory)
-                    )
-                ).all()
-            )
-
-    def run_checks(self, run_id: str) -> list[Verification]:
-        """Every check of one run, with evidence, in the order they ran."""
-        with self._session() as session:
-            return _run_checks(session, run_id)
-
-    def foreign_runs(self, record_id: str) -> list[ForeignRun]:
-        """The record's runs not produced by this registry's verify (imported from a file or
-        uploaded to the team service), newest first, with their checks."""
-        with self._session() as session:
-            rows = session.exec(
-                select(RunRow)
-                .where(RunRow.record_id == record_id, RunRow.origin != "local")
-                .order_by(col(RunRow.created_at).desc(), col(RunRow.run_id))
-            ).all()
-            return [
-                ForeignRun(
-                    run_id=row.run_id,
-                    target=row.target,
-                    origin=row.origin,
-                    origin_detail=row.origin_detail,
-                    signed=row.envelope_json is not None,
-                    signer_key_id=row.signer_key_id,
-                    created_at=aware(row.created_at),
-                    checks=_run_checks(session, row.run_id),
-                )
-                for row in rows
-            ]
-
-    def latest_runs(self, record_ids: Sequence[str], target: str) -> dict[str, list[StoredRun]]:
-        """record id -> the runs on ``target`` that may decide its deployability."""
-        with self._session() as session:
-            return _latest_runs(session, record_ids, target)
-
-    def run(self, run_id: str) -> RunRow | None:
-        with self._session() as session:
-            return session.get(RunRow, run_id)
-
-    # -- artifact signatures and suites ---------------------------------------------------
+        raise RuntimeError(f"could not add record {manifest.record_id} after retries")
 
     def add_artifact_signature(
         self, record: Record, bundle: dict[str, Any], key_hint: str | None, actor: str
@@ -1303,185 +1363,51 @@ class Store:
         """Keep a model-signing bundle with the record; False when it was already kept."""
         text = json.dumps(bundle, sort_keys=True)
         digest = hashlib.sha256(text.encode()).hexdigest()
-        with self._session() as session:
-            found = session.exec(
-                select(ArtifactSignatureRow.id).where(
-                    ArtifactSignatureRow.record_id == record.id,
-                    ArtifactSignatureRow.bundle_sha256 == digest,
+        try:
+            with self.write() as tx:
+                found = tx.session.exec(
+                    select(ArtifactSignatureRow.id).where(
+                        ArtifactSignatureRow.record_id == record.id,
+                        ArtifactSignatureRow.bundle_sha256 == digest,
+                    )
+                ).first()
+                if found is not None:
+                    return False
+                tx.session.add(
+                    ArtifactSignatureRow(
+                        record_id=record.id,
+                        bundle_sha256=digest,
+                        key_hint=key_hint,
+                        bundle_json=text,
+                        added_at=utcnow(),
+                        actor=actor,
+                    )
                 )
-            ).first()
-            if found is not None:
-                return False
-            session.add(
-                ArtifactSignatureRow(
-                    record_id=record.id,
-                    bundle_sha256=digest,
-                    key_hint=key_hint,
-                    bundle_json=text,
-                    added_at=utcnow(),
-                    actor=actor,
+                tx.session.add(
+                    event_row(
+                        "sign",
+                        actor,
+                        model_id=record.model_id,
+                        record_id=record.id,
+                        detail={"bundle_sha256": digest, "key_hint": key_hint},
+                    )
                 )
-            )
-            session.add(
-                event_row(
-                    "sign",
-                    actor,
-                    model_id=record.model_id,
-                    record_id=record.id,
-                    detail={"bundle_sha256": digest, "key_hint": key_hint},
-                )
-            )
-            try:
-                session.commit()
-            except IntegrityError:  # kept by a concurrent add a moment ago (PostgreSQL)
-                return False
+        except IntegrityError:  # kept by a concurrent add a moment ago (PostgreSQL)
+            return False
         return True
-
-    def artifact_signatures(self, record_id: str) -> list[dict[str, Any]]:
-        with self._session() as session:
-            rows = session.exec(
-                select(ArtifactSignatureRow)
-                .where(ArtifactSignatureRow.record_id == record_id)
-                .order_by(col(ArtifactSignatureRow.id))
-            )
-            return [json.loads(row.bundle_json) for row in rows]
-
-    def model_suites(self) -> dict[str, ModelSuiteRow]:
-        with self._session() as session:
-            return _model_suites(session)
-
-    def verified_targets(self, record_id: str) -> list[str]:
-        with self._session() as session:
-            rows = session.exec(
-                select(VerificationRow.target)
-                .where(VerificationRow.record_id == record_id)
-                .distinct()
-            )
-            return sorted(rows)
-
-    # -- states --------------------------------------------------------------------------
-
-    def state(self, record_id: str) -> RecordState:
-        with self._session() as session:
-            return _states(session, [record_id]).get(record_id, ACTIVE)
-
-    def states(self, record_ids: Sequence[str]) -> dict[str, RecordState]:
-        """record id -> state, for the records that are not active."""
-        with self._session() as session:
-            return _states(session, record_ids)
-
-    # -- promotions ----------------------------------------------------------------------
-
-    def productions(
-        self, model_id: str | None = None, target: str | None = None
-    ) -> list[Promotion]:
-        """The current production row of every (model, target), by model then target."""
-        with self._session() as session:
-            return _productions(session, model_id, target)
-
-    def promotions(self, model_id: str, target: str | None = None) -> list[Promotion]:
-        with self._session() as session:
-            return _promotions(session, model_id, target)
-
-    # -- events --------------------------------------------------------------------------
-
-    def events(self, model_id: str) -> list[Event]:
-        with self._session() as session:
-            rows = session.exec(
-                select(EventRow).where(EventRow.model_id == model_id).order_by(col(EventRow.id))
-            ).all()
-            return [Event.from_row(r) for r in rows]
-
-    # -- shared targets ------------------------------------------------------------------
-
-    def target_specs(self) -> list[StoredTarget]:
-        """Every target defined in the registry, by name."""
-        with self._session() as session:
-            return _target_specs(session)
 
     def define_targets(
         self, specs: dict[str, dict[str, Any]], actor: str, origin: str
     ) -> dict[str, str]:
-        """Store target definitions in one transaction; returns name -> "added", "replaced"
-        or "unchanged". Each change is a ``target-define`` event (who, from which file, the
-        definition's digest and the one it replaced). A definition added concurrently under
-        the same name (PostgreSQL) makes the transaction start over and see it."""
+        """``Writes.define_targets`` in a transaction of its own. A definition added
+        concurrently under the same name (PostgreSQL) makes the transaction start over and
+        see it."""
         try:
-            return self._define_targets(specs, actor, origin)
+            with self.write() as tx:
+                return tx.define_targets(specs, actor, origin)
         except IntegrityError:
-            return self._define_targets(specs, actor, origin)
-
-    def _define_targets(
-        self, specs: dict[str, dict[str, Any]], actor: str, origin: str
-    ) -> dict[str, str]:
-        changes: dict[str, str] = {}
-        with self._session() as session:
-            for name, spec in sorted(specs.items()):
-                spec_json, digest = stored_spec(spec)
-                row = session.get(TargetRow, name)
-                if row is not None and row.spec_sha256 == digest:
-                    changes[name] = "unchanged"
-                    continue
-                previous = row.spec_sha256 if row is not None else None
-                if row is None:
-                    row = TargetRow(
-                        name=name,
-                        spec_json=spec_json,
-                        spec_sha256=digest,
-                        defined_at=utcnow(),
-                        defined_by=actor,
-                    )
-                else:
-                    row.spec_json, row.spec_sha256 = spec_json, digest
-                    row.defined_at, row.defined_by = utcnow(), actor
-                session.add(row)
-                session.add(target_define_event(name, spec, digest, previous, actor, origin))
-                changes[name] = "replaced" if previous else "added"
-            session.commit()
-        return changes
-
-    def remove_target(self, name: str, actor: str, why: str | None) -> bool:
-        """Delete a shared target definition (and say so in the event log); False when there
-        was none. Evidence gathered on it stays and reads "target no longer defined"."""
-        with self._session() as session:
-            row = session.get(TargetRow, name)
-            if row is None:
-                return False
-            session.delete(row)
-            session.add(
-                event_row(
-                    "target-remove",
-                    actor,
-                    target=name,
-                    why=why,
-                    detail={"spec_sha256": row.spec_sha256, "spec": json.loads(row.spec_json)},
-                )
-            )
-            session.commit()
-        return True
-
-    # -- locations -----------------------------------------------------------------------
-
-    def locations(self, record_ids: Sequence[str]) -> dict[str, list[StoredLocation]]:
-        """record id -> where its bytes can be fetched, in the order they were added."""
-        with self._session() as session:
-            return _locations(session, record_ids)
-
-    def add_locations(self, record: Record, urls: Sequence[str], actor: str) -> list[str]:
-        """Add locations (already validated) to a record; returns those that were new. One
-        ``locate`` event per call that adds any, in the model's locked transaction."""
-        loc = RecordLocationRow
-        with self.locked(record.model_id) as tx:
-            known = set(tx.session.exec(select(loc.url).where(loc.record_id == record.id)).all())
-            added = [u for u in dict.fromkeys(urls) if u not in known]
-            now = utcnow()
-            for url in added:
-                tx.session.add(loc(record_id=record.id, url=url, added_at=now, added_by=actor))
-            if added:
-                tx.event("locate", actor, record.id, None, None, {"added": added})
-        return added
-
-    # -- API tokens ----------------------------------------------------------------------
+            with self.write() as tx:
+                return tx.define_targets(specs, actor, origin)
 
     def create_token(self, name: str, role: str, secret_sha256: str, actor: str) -> StoredToken:
         """Store a new token (its secret's digest only). Names are never reused."""
@@ -1490,45 +1416,58 @@ class Store:
             "history stays unambiguous)",
             "choose another name; see: modelreg token list",
         )
-        with self._session() as session:
-            if session.exec(select(ApiTokenRow).where(ApiTokenRow.name == name)).first():
-                raise taken
-            row = ApiTokenRow(
-                name=name,
-                role=role,
-                secret_sha256=secret_sha256,
-                created_at=utcnow(),
-                created_by=actor,
-            )
-            session.add(row)
-            session.add(event_row("token-create", actor, detail={"name": name, "role": role}))
-            try:
-                session.commit()
-            except IntegrityError:  # the same name created concurrently (PostgreSQL)
-                raise taken from None
-            return StoredToken.from_row(row)
+        try:
+            with self.write() as tx:
+                if tx.session.exec(select(ApiTokenRow).where(ApiTokenRow.name == name)).first():
+                    raise taken
+                row = ApiTokenRow(
+                    name=name,
+                    role=role,
+                    secret_sha256=secret_sha256,
+                    created_at=utcnow(),
+                    created_by=actor,
+                )
+                tx.session.add(row)
+                tx.session.add(
+                    event_row("token-create", actor, detail={"name": name, "role": role})
+                )
+        except IntegrityError:  # the same name created concurrently (PostgreSQL)
+            raise taken from None
+        return StoredToken.from_row(row)
 
-    def tokens(self) -> list[StoredToken]:
-        with self._session() as session:
-            rows = session.exec(select(ApiTokenRow).order_by(col(ApiTokenRow.name))).all()
-            return [StoredToken.from_row(r) for r in rows]
+    # -- the storage boundary ------------------------------------------------------------
 
-    def token_by_secret(self, secret_sha256: str) -> StoredToken | None:
-        with self._session() as session:
-            row = session.exec(
-                select(ApiTokenRow).where(ApiTokenRow.secret_sha256 == secret_sha256)
-            ).first()
-            return StoredToken.from_row(row) if row else None
+    def check(self, *, quarantine: bool = False, actor: str = "db-check") -> list[BadValue]:
+        """Stored values that cannot be read back (rows from before the storage boundary, or
+        written around it). ``quarantine``: make each readable (lone surrogates → U+FFFD,
+        what nests too deep → a note), with a ``db-quarantine`` event per row."""
+        from modelreg.registry import boundary
 
-    def revoke_token(self, name: str, actor: str) -> StoredToken | None:
-        """Revoke a token by name (a no-op for one already revoked); None when unknown."""
-        with self._session() as session:
-            row = session.exec(select(ApiTokenRow).where(ApiTokenRow.name == name)).first()
-            if row is None:
-                return None
-            if row.revoked_at is None:
-                row.revoked_at, row.revoked_by = utcnow(), actor
+        with self.write() as tx:
+            session = tx.session
+            found = boundary.audit(session)
+            bad = [
+                BadValue(
+                    getattr(row, "__tablename__", type(row).__name__),
+                    _row_key(row),
+                    name,
+                    why,
+                )
+                for row, name, why in found
+            ]
+            if not (quarantine and found):
+                session.rollback()
+                return bad
+            for row, name, _why in found:
+                setattr(row, name, boundary.quarantine_value(name, getattr(row, name)))
                 session.add(row)
-                session.add(event_row("token-revoke", actor, detail={"name": name}))
-                session.commit()
-            return StoredToken.from_row(row)
+            for value in bad:
+                session.add(
+                    event_row(
+                        "db-quarantine",
+                        actor,
+                        why=f"{value.table}.{value.column} {value.why}",
+                        detail={"table": value.table, "key": value.key, "column": value.column},
+                    )
+                )
+        return bad

@@ -12,9 +12,7 @@ from sqlalchemy import BigInteger, Boolean, Column, DateTime, Index, Text, false
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+from modelreg.clock import utcnow
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -39,16 +37,28 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _when(index: bool = False) -> Column:
+def _when(index: bool = False) -> Column[datetime]:
     return Column(UTCDateTime(), nullable=False, index=index)
 
 
 class ModelRow(SQLModel, table=True):
     __tablename__ = "models"
+    # The generation is the database's (default, triggers): never read back on insert.
+    __mapper_args__ = {"eager_defaults": False}
 
     id: int | None = Field(default=None, primary_key=True)
     model_id: str = Field(unique=True, max_length=200)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    # Bumped by a trigger in every transaction that writes a row of this model (migration
+    # 0008): what a process derived for the model holds while it is unchanged.
+    # (None: never written by the code; the database's default, then its triggers, set it.)
+    generation: int | None = Field(
+        default=None, sa_column=Column(BigInteger(), nullable=False, server_default="0")
+    )
+    # PostgreSQL: the transaction that last bumped it (it bumps once per transaction).
+    generation_xid: int | None = Field(
+        default=None, sa_column=Column(BigInteger(), nullable=True, server_default="0")
+    )
 
 
 class RecordRow(SQLModel, table=True):
@@ -265,3 +275,14 @@ class ApiTokenRow(SQLModel, table=True):
         default=None, sa_column=Column(UTCDateTime(), nullable=True)
     )
     revoked_by: str | None = Field(default=None, max_length=200)
+
+
+class GenerationRow(SQLModel, table=True):
+    """Generations of what is not a model's: ``targets`` (shared target definitions) and
+    ``tokens`` (API tokens), each bumped by a trigger in the transaction that writes them, and
+    ``epoch``, drawn at random when the database was created."""
+
+    __tablename__ = "registry_generation"
+
+    name: str = Field(primary_key=True, max_length=32)
+    value: int = Field(sa_column=Column(BigInteger(), nullable=False))

@@ -31,15 +31,20 @@ from modelreg.errors import InvalidInput
 from modelreg.jsonio import parse_json
 from modelreg.limits import check_manifest
 from modelreg.locations import parse_location
-from modelreg.registry.db import SCHEMA_HEAD
-from modelreg.registry.store import Store, event_row, stored_spec, target_define_event
+from modelreg.registry.db_head import SCHEMA_HEAD
+from modelreg.registry.store import (
+    Store,
+    event_row,
+    record_rows,
+    stored_spec,
+    target_define_event,
+)
 from modelreg.registry.tables import (
     ArtifactSignatureRow,
     EventRow,
     ModelRow,
     ModelSuiteRow,
     PromotionRow,
-    RecordFileRow,
     RecordLocationRow,
     RecordRow,
     RecordStateRow,
@@ -159,7 +164,8 @@ def _plain(value: Any) -> Any:
 def export_rows(store: Store) -> Iterator[dict[str, Any]]:
     """Every row of the registry, in an order import can replay (no trailer)."""
     yield {"type": "header", "format": FORMAT, "version": VERSION, "schema": SCHEMA_HEAD}
-    with Session(store.engine) as session:
+    with store.read() as reads:
+        session = reads.session
         for kind in _ORDER:
             if kind == "record":
                 for row in session.exec(select(RecordRow).order_by(col(RecordRow.created_at))):
@@ -383,7 +389,8 @@ def import_rows(
     targets = _shared_targets(rows["target"]) if with_targets else {}
     if rows["target"] and not with_targets:
         skipped["target"] = counts.pop("target")
-    with Session(store.engine) as session:
+    with store.write() as tx:
+        session = tx.session
         imported.against_registry(session)
         try:
             for row in imported.rows_to_write(session):
@@ -405,7 +412,6 @@ def import_rows(
                 "the file is not self-consistent (a row refers to a record or model it does "
                 f"not contain, or repeats one): {str(exc.orig).splitlines()[0]}"
             ) from None
-        session.commit()
     return counts, skipped
 
 
@@ -440,8 +446,8 @@ class ImportCheck:
         self.rows = rows
         self.file_sha256 = file_sha256
         self.records: dict[str, RecordRow] = {}
-        for where, record_rows in rows["record"]:
-            record = record_rows[0]
+        for where, its_rows in rows["record"]:
+            record = its_rows[0]
             if record.id in self.records:
                 raise InvalidInput(f"{where}: record {record.id} appears twice")
             self.records[record.id] = record
@@ -596,8 +602,8 @@ class ImportCheck:
         for _, model in self.rows["model"]:
             if model.model_id not in existing:
                 yield model
-        for _, record_rows in self.rows["record"]:
-            yield from record_rows
+        for _, its_rows in self.rows["record"]:
+            yield from its_rows
         # Everything after the records, in export order; shared targets are imported apart.
         for kind in _ORDER[_ORDER.index("record") + 1 :]:
             for _, row in self.rows[kind]:
@@ -690,24 +696,11 @@ def _record_rows(item: dict[str, Any], where: str) -> list[SQLModel]:
         raise InvalidInput(f"{where}: a record needs a model id and hashed files")
     if not isinstance(item.get("root"), str) or not isinstance(item.get("created_by"), str):
         raise InvalidInput(f"{where}: record needs root and created_by strings")
-    rows: list[SQLModel] = [
-        RecordRow(
-            id=item["id"],
-            manifest_sha256=digest,
-            identity_sha256=identity if item["id"] == record_id_for(identity) else digest,
-            model_id=manifest.model_id,
-            format=manifest.format,
-            source=manifest.source,
-            license=manifest.license.id,
-            manifest_json=manifest.canonical_json(),
-            hold_reasons_json=json.dumps(manifest.hold_reasons),
-            root=item["root"],
-            created_at=_parse_time(item.get("created_at"), where),
-            created_by=item["created_by"],
-        )
-    ]
-    rows += [
-        RecordFileRow(record_id=item["id"], path=f.path, bytes=f.bytes or 0, sha256=f.sha256 or "")
-        for f in manifest.files
-    ]
-    return rows
+    return record_rows(
+        manifest,
+        item["id"],
+        identity if item["id"] == record_id_for(identity) else digest,
+        item["root"],
+        _parse_time(item.get("created_at"), where),
+        item["created_by"],
+    )

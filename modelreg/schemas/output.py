@@ -205,6 +205,11 @@ class VerifyOutput(Output):
 class VerifyStaleOutput(Output):
     target: str
     runs: list[VerifyOutput]
+    skipped: list[ReasonOut] = Field(
+        default_factory=list,
+        description="Stale records not verified again: held or retired (no evidence could make "
+        "them deployable), with why.",
+    )
 
 
 class PromoteOutput(Output):

@@ -41,6 +41,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from modelreg import api
 from modelreg.errors import (
+    PARAMETERS,
     AmbiguousRecord,
     ErrorCode,
     Forbidden,
@@ -87,6 +88,8 @@ CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
     "frame-ancestors 'none'; base-uri 'none'"
 )
+# The library's parameter names (``errors.PARAMETERS``) are this API's query and body fields.
+_PARAMETER_NAMES = {name: name for name in PARAMETERS}
 SECURITY_HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
@@ -257,8 +260,10 @@ class Guard:
         max_body_bytes: int,
         threads: int = 8,
         writer: Callable[[Scope], None] | None = None,
+        fast: Any = None,
     ) -> None:
         self.app = app
+        self.fast = fast  # server.fast.FastReads: the plain status and gate reads
         self.max_body_bytes = max_body_bytes
         self.threads = threads
         self.writer = writer  # raises Unauthorized / Forbidden unless the caller may write
@@ -332,6 +337,9 @@ class Guard:
                 response.headers["WWW-Authenticate"] = "Bearer"
             await response(scope, receive, send_with_headers)
             return
+        plain = self.fast is not None and length is None and not chunked
+        if plain and await self.fast.answer(scope, send_with_headers):
+            return
         await self.app(scope, receive, send_with_headers)
 
     async def _refuse_writer(self, scope: Scope) -> tuple[int, str, str, str | None] | None:
@@ -344,9 +352,9 @@ class Guard:
             await anyio.to_thread.run_sync(self.writer, scope)
         except (Unauthorized, Forbidden) as exc:
             status = 401 if isinstance(exc, Unauthorized) else 403
-            return status, exc.code.value, exc.message, exc.hint
+            return status, exc.code.value, *exc.worded(_PARAMETER_NAMES)
         except ModelregError as exc:
-            return 503, exc.code.value, exc.message, exc.hint
+            return 503, exc.code.value, *exc.worded(_PARAMETER_NAMES)
         return None
 
     async def _read_body(
@@ -446,7 +454,10 @@ def create_app(settings: ServerSettings, registry: api.Registry | None = None) -
             secret = _cookie(headers.get("cookie", ""), COOKIE)
         authorize(registry, secret, _permission_of(scope.get("path", "")), public_read=False)
 
-    return Guard(app, settings.max_body_bytes, settings.threads, writer)
+    from modelreg.server.fast import FastReads
+
+    fast = FastReads(registry, settings.public_read)
+    return Guard(app, settings.max_body_bytes, settings.threads, writer, fast)
 
 
 _DECIDE = ("promote", "hold", "release", "retire", "rollback")
@@ -486,8 +497,8 @@ def _install_error_handlers(app: FastAPI) -> None:
         if status == 401 and _is_page(request):
             return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
         if _is_page(request):
-            return error_page(status, exc.message, exc.hint)
-        return error_json(status, exc.code.value, exc.message, exc.hint)
+            return error_page(status, *exc.worded(_PARAMETER_NAMES))
+        return error_json(status, exc.code.value, *exc.worded(_PARAMETER_NAMES))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
@@ -583,7 +594,7 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
     def status(_: Reader, model: OptionalText = None, target: OptionalText = None) -> Response:
         """What runs where: the production record of every (model, target), its files and
         locations, and whether it is deployable there now."""
-        return json_response(registry.status(model, target))
+        return Response(registry.status_json(model, target), media_type="application/json")
 
     @app.get(
         f"{API}/gate",
@@ -841,15 +852,33 @@ def server_config(
     )
 
 
+def prime(registry: api.Registry) -> None:
+    """Derive every production entry once, in the background, so that the first request for
+    a model is answered from what is already derived (a failure here only leaves the first
+    requests to derive it)."""
+    import threading
+
+    def derive() -> None:
+        try:
+            registry.status()
+        except Exception:  # the requests derive it then, and report what fails
+            logging.getLogger(__name__).debug("priming the derivations failed", exc_info=True)
+
+    threading.Thread(target=derive, name="modelreg-prime", daemon=True).start()
+
+
 def app_from_environment() -> ASGIApp:
     """The application of a ``--workers`` process: settings from the environment the parent
     set (``MODELREG_SERVE_SETTINGS``, JSON)."""
     data = json.loads(os.environ[SETTINGS_VARIABLE])
     targets_file = data.pop("targets_file")
+    registry = api.open(data["url"], targets_file=Path(targets_file) if targets_file else None)
     app = create_app(
-        ServerSettings(**data, targets_file=Path(targets_file) if targets_file else None)
+        ServerSettings(**data, targets_file=Path(targets_file) if targets_file else None),
+        registry,
     )
     tune_collector(freeze=True)
+    prime(registry)
     return app
 
 
@@ -867,7 +896,9 @@ def run(
     import uvicorn
 
     if workers == 1:
-        config = server_config(create_app(settings), host, port, access_log=access_log)
+        registry = api.open(settings.url, targets_file=settings.targets_file)
+        config = server_config(create_app(settings, registry), host, port, access_log=access_log)
+        prime(registry)
     else:
         api.open(settings.url, targets_file=settings.targets_file)  # fail here, not in workers
         os.environ[SETTINGS_VARIABLE] = json.dumps(

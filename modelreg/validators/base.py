@@ -6,16 +6,20 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from modelreg.clock import utcnow
 from modelreg.errors import InvalidInput
 from modelreg.progress import VerifyProgress
-from modelreg.registry.store import Record
-from modelreg.registry.tables import utcnow
+from modelreg.record import Record
 from modelreg.schemas.suite import Suite
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.targets import Target
 from modelreg.validators.llama_child import CHILD_ARGV
+
+if TYPE_CHECKING:
+    from modelreg.validators.child import RuntimeChild
+    from modelreg.validators.llama_runtime import LlamaReport
 
 
 @dataclass(frozen=True)
@@ -44,8 +48,13 @@ class CheckContext:
     target: Target
     files: dict[str, Path]  # manifest path -> where it is on this host
     options: VerifyOptions
-    # Results shared between checks of one run (e.g. one llama.cpp child serves two checks).
-    shared: dict[str, Any] = field(default_factory=dict)
+    # The record's model-signing bundles (the signature check verifies them).
+    artifact_signatures: list[dict[str, Any]] = field(default_factory=list)
+    # A llama.cpp child the caller started early: the first check that needs one takes it.
+    warm_llama_child: RuntimeChild | None = None
+    # The llama.cpp child's one report, read by every check that needs it (host-compat's
+    # build probe and the generations).
+    llama: LlamaReport | None = None
     # Where a check reports what it is doing (suite cases as they are answered); silent by
     # default.
     progress: VerifyProgress = field(default_factory=VerifyProgress)

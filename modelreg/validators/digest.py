@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from modelreg.clock import utcnow
 from modelreg.errors import InvalidArtifact
 from modelreg.manifests.digest import sha256_files
-from modelreg.registry.tables import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 

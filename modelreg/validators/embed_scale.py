@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from modelreg.registry.tables import utcnow
+from modelreg.clock import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 

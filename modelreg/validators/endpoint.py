@@ -42,8 +42,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from modelreg import host, units
+from modelreg.clock import utcnow
 from modelreg.deployed_unit import deployed_unit, serves_own_runtime
-from modelreg.registry.tables import utcnow
 from modelreg.schemas.suite import (
     Classification,
     FinishReason,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from modelreg import host
-from modelreg.registry.tables import utcnow
+from modelreg.clock import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.llama_runtime import llama_report

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from modelreg.clock import utcnow
 from modelreg.deployed_unit import serves_own_runtime
 from modelreg.manifests.fit import memory_fit, neuron_fit
-from modelreg.registry.tables import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.cpu_features import missing_flags

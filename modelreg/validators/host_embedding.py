@@ -27,7 +27,7 @@ def generate(
     from transformers import AutoTokenizer
 
     started = time.perf_counter()
-    decoder = torch.jit.load(str(bundle / model_file), map_location="cpu")
+    decoder = torch.jit.load(str(bundle / model_file), map_location="cpu")  # type: ignore[no-untyped-call]
     decoder.eval()
     table = torch.load(bundle / embedding_file, map_location="cpu", weights_only=True)
     tokenizer = AutoTokenizer.from_pretrained(str(bundle), local_files_only=True)

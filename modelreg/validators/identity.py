@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from modelreg.errors import InvalidArtifact
 from modelreg.manifests.digest import sha256_file
-from modelreg.registry.store import Record
+from modelreg.record import Record
 from modelreg.schemas.manifest import FileEntry
 from modelreg.validators import procfs
 from modelreg.validators.procfs import OpenFile, ProcUnreadable

@@ -412,7 +412,7 @@ def _kv_bytes_per_cell(llm: Any, llama_cpp: Any) -> int:
     model = llm.model
     head_dim = llama_cpp.llama_model_n_embd(model) // max(llama_cpp.llama_model_n_head(model), 1)
     kv_heads = llama_cpp.llama_model_n_head_kv(model)
-    return 2 * 2 * llama_cpp.llama_model_n_layer(model) * kv_heads * head_dim
+    return int(2 * 2 * llama_cpp.llama_model_n_layer(model) * kv_heads * head_dim)
 
 
 def _batch_groups(sequences: list[_Sequence], cell_bytes: int) -> list[list[_Sequence]]:
@@ -657,7 +657,7 @@ def main() -> int:
     request = json.loads(sys.stdin.read())
     log: deque[tuple[int, str]] = deque(maxlen=LOG_LINES_KEPT)
 
-    @llama_cpp.llama_log_callback
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
     def on_log(level: int, text: bytes, _user_data: Any) -> None:
         log.append((level, text.decode("utf-8", errors="replace")))
 

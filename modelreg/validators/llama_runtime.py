@@ -22,7 +22,7 @@ from modelreg.deployed_unit import serves_own_runtime
 from modelreg.manifests.fit import memory_fit
 from modelreg.schemas.suite import Suite
 from modelreg.validators.base import CheckContext
-from modelreg.validators.child import ChildRun, RuntimeChild, run_child
+from modelreg.validators.child import ChildRun, run_child
 from modelreg.validators.smoke import (
     request_prompts,
     smoke_memory_problem,
@@ -58,7 +58,7 @@ class LlamaReport:
 
     @property
     def status(self) -> str:
-        return self.response.get("status", self.child.status)
+        return str(self.response.get("status", self.child.status))
 
     def served_context_probe(self) -> dict[str, Any] | None:
         """The probe's evidence: what the child measured (``status`` ok or timeout, with
@@ -159,9 +159,8 @@ def served_probe_plan(ctx: CheckContext, not_loaded_because: str | None) -> Serv
 
 
 def llama_report(ctx: CheckContext) -> LlamaReport:
-    cached = ctx.shared.get("llama")
-    if isinstance(cached, LlamaReport):
-        return cached
+    if ctx.llama is not None:
+        return ctx.llama
     reason = None
     if not ctx.target.is_local:
         reason = f"this host ({host.hostname()}) is not target {ctx.target.name}"
@@ -185,8 +184,8 @@ def llama_report(ctx: CheckContext) -> LlamaReport:
     if probe is not None and probe.request is not None:
         request["probe"] = probe.request
         timeout += probe.request["deadline_s"] + PROBE_SETUP_SECONDS
-    warm = ctx.shared.pop("warm_llama_child", None)
-    if isinstance(warm, RuntimeChild):
+    warm, ctx.warm_llama_child = ctx.warm_llama_child, None
+    if warm is not None:
         child = warm.exchange(request, timeout)
     else:
         child = run_child(
@@ -196,5 +195,5 @@ def llama_report(ctx: CheckContext) -> LlamaReport:
             memory_limit_bytes=ctx.options.memory_limit_bytes,
         )
     report = LlamaReport(child, reason is None, reason, suite, probe)
-    ctx.shared["llama"] = report
+    ctx.llama = report
     return report

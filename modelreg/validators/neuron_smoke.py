@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from modelreg import host
-from modelreg.registry.tables import utcnow
+from modelreg.clock import utcnow
 from modelreg.schemas.manifest import Manifest
 from modelreg.schemas.suite import Suite
 from modelreg.schemas.verification import CheckResult, Outcome

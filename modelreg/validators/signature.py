@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from modelreg.clock import utcnow
 from modelreg.errors import ModelregError
-from modelreg.registry.tables import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 
@@ -49,7 +49,7 @@ class SignatureCheck:
                 evidence,
             )
         evidence["trusted_key_ids"] = sorted(keys)
-        bundles: list[dict[str, Any]] = ctx.shared.get("artifact_signatures") or []
+        bundles = ctx.artifact_signatures
         if not bundles:
             return finish(
                 self.name,

@@ -295,7 +295,7 @@ def main() -> int:
             use_safetensors=True,
             trust_remote_code=False,
         )
-        model.eval()
+        model.eval()  # type: ignore[no-untyped-call]
     except Exception as exc:  # any loader failure is the finding, reported with its cause
         respond(
             base

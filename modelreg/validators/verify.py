@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from modelreg import units
+from modelreg.clock import utcnow
 from modelreg.progress import VerifyProgress
-from modelreg.registry.store import Record
-from modelreg.registry.tables import utcnow
+from modelreg.record import Record
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.targets import Target
 from modelreg.validators.base import CheckContext, VerifyOptions
@@ -51,8 +51,14 @@ def run_checks(
     reporter = progress or VerifyProgress()
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="check")
     try:
-        ctx = CheckContext(record, target, files, options or VerifyOptions(), progress=reporter)
-        ctx.shared["artifact_signatures"] = artifact_signatures or []
+        ctx = CheckContext(
+            record,
+            target,
+            files,
+            options or VerifyOptions(),
+            progress=reporter,
+            artifact_signatures=artifact_signatures or [],
+        )
         names = required_checks(record.format, target)
         loads_llama = LLAMA_GENERATION_CHECK in names
         if warm_llama_child is None and loads_llama:
@@ -61,8 +67,7 @@ def run_checks(
             warm_llama_child = RuntimeChild(
                 ctx.options.llama_child_argv, memory_limit_bytes=ctx.options.memory_limit_bytes
             )
-        if warm_llama_child is not None:
-            ctx.shared["warm_llama_child"] = warm_llama_child
+        ctx.warm_llama_child = warm_llama_child
         runtime = pool.submit(_ask_llama, ctx) if loads_llama else None
         background = {
             name: pool.submit(_run_check, name, ctx)
@@ -94,7 +99,7 @@ LLAMA_REPORT_READERS = frozenset({"host-compat", LLAMA_GENERATION_CHECK})
 
 
 def _ask_llama(ctx: CheckContext) -> None:
-    """Send the llama.cpp child its request and wait for its report (kept in ``ctx.shared``
+    """Send the llama.cpp child its request and wait for its report (kept in ``ctx.llama``
     for the checks that read it)."""
     from modelreg.validators.llama_runtime import llama_report
     from modelreg.validators.smoke import smoke_suite

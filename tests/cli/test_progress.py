@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from modelreg.cli.deploy import progress_printer
+from modelreg.clock import utcnow
 from modelreg.progress import (
     ProgressEvent,
     ProgressKind,
@@ -18,7 +19,6 @@ from modelreg.progress import (
     json_line,
     terminal_line,
 )
-from modelreg.registry.tables import utcnow
 from modelreg.schemas.verification import CheckResult, Outcome
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 import modelreg
-from tests.helpers import add_synthetic, record_run, synthetic_bytes
+from tests.helpers import add_synthetic, record_run, stored, synthetic_bytes
 
 EDGE = "targets:\n  edge-box:\n    cpu_flags: [avx, avx2]\n    memory_gib: 8\n"
 EDGE_V2 = "targets:\n  edge-box:\n    cpu_flags: [avx, avx2]\n    memory_gib: 16\n"
@@ -143,7 +143,7 @@ def test_targets_add_refuses_bad_files(cli, tmp_path: Path) -> None:
         assert code == 2 and message in err, err
         assert err.count("\n") == 1
     assert cli("targets", "add", tmp_path / "missing.yaml")[0] == 2
-    assert _registry().store.target_specs() == []
+    assert stored(_registry()).target_specs() == []
 
 
 def test_locate_and_fetch(cli, tmp_path: Path) -> None:

@@ -175,6 +175,7 @@ def _tiny_gemma4_checkpoint(directory: Path, **shape: Any) -> Path:
     return directory
 
 
+@pytest.mark.model  # builds a toy Gemma 4 with torch + transformers
 @pytest.mark.parametrize(
     "shape",
     [
@@ -204,6 +205,7 @@ def test_gemma4_config_count_matches_the_tensors_transformers_writes(
     assert not any("config implies" in n for n in manifest.notes)
 
 
+@pytest.mark.model  # builds a toy Gemma 4 with torch + transformers
 def test_a_tensor_missing_from_the_checkpoint_is_named_by_group(tmp_path: Path) -> None:
     from safetensors.torch import load_file, save_file
 

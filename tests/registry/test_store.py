@@ -27,6 +27,7 @@ from modelreg.registry.db import (
 from modelreg.registry.store import Store
 from modelreg.rules import ReasonCode
 from modelreg.schemas.manifest import Manifest
+from tests.helpers import stored
 
 SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
@@ -58,8 +59,8 @@ def test_add_is_idempotent(store: Store, smollm2: Path) -> None:
     again, created_again = store.add(built.manifest, built.root, "b")
     assert created and not created_again
     assert first.id == again.id == built.manifest.record_id
-    assert [e.kind for e in store.events(SMOL)] == ["add"]
-    assert store.get(first.id[:6]).manifest == built.manifest
+    assert [e.kind for e in stored(store).events(SMOL)] == ["add"]
+    assert stored(store).record(first.id[:6]).manifest == built.manifest
 
 
 def test_reworded_judgments_are_the_same_record(store: Store, smollm2: Path) -> None:
@@ -86,9 +87,9 @@ def test_reworded_judgments_are_the_same_record(store: Store, smollm2: Path) -> 
 
 def test_record_lookup_errors_say_what_to_do(store: Store, smollm2: Path) -> None:
     with pytest.raises(RecordNotFound, match="modelreg list"):
-        store.get("r_000000000000")
+        stored(store).record("r_000000000000")
     with pytest.raises(InvalidInput, match="too short"):
-        store.get("r_")
+        stored(store).record("r_")
     # Find two manifests whose record ids share a 4-hex prefix (birthday odds: a few hundred
     # tries), add both, and the prefix must be refused as ambiguous — never a silent pick.
     built = build_manifest([smollm2], model_id="a/one")
@@ -103,15 +104,15 @@ def test_record_lookup_errors_say_what_to_do(store: Store, smollm2: Path) -> Non
     for manifest in (first, second):
         store.add(manifest, built.root, "t")
     with pytest.raises(AmbiguousRecord, match="matches several records"):
-        store.get(prefix)
-    assert store.get(first.record_id).id == first.record_id
+        stored(store).record(prefix)
+    assert stored(store).record(first.record_id).id == first.record_id
 
 
 def test_add_without_model_id_is_refused(store: Store, smollm2: Path) -> None:
     built = build_manifest([smollm2])
     with pytest.raises(InvalidInput, match="--model-id"):
         store.add(built.manifest, built.root, "t")
-    assert store.records() == []
+    assert stored(store).records() == []
 
 
 def _insert_0001_record(
@@ -169,7 +170,7 @@ def test_migration_from_0001_keeps_data_ids_and_marks_old_evidence_stale(
     record = registry.get(old_id)
     assert record.id == old_id and record.manifest == built.manifest
     assert registry.get(twin_id).id == twin_id
-    (old,) = registry.store.verifications(record.id)
+    (old,) = stored(registry).verifications(record.id)
     assert old.fingerprint == {}
     verdict = registry.deployability(old_id, "cpu")
     assert [r.code for r in verdict.reasons] == [ReasonCode.STALE_RUNTIME]
@@ -223,8 +224,8 @@ def test_many_processes_open_a_fresh_registry_at_once(db_url: str, smollm2: Path
         ids = pool.starmap(_open_and_add, [(db_url, built.manifest.model_dump_json(), barrier)] * 6)
     assert set(ids) == {built.manifest.record_id}
     store = modelreg.open(db_url).store
-    assert len(store.records()) == 1
-    assert [e.kind for e in store.events(SMOL)] == ["add"]
+    assert len(stored(store).records()) == 1
+    assert [e.kind for e in stored(store).events(SMOL)] == ["add"]
 
 
 def test_unreachable_database_is_exit_4_one_redacted_line(
@@ -339,10 +340,10 @@ def test_runs_read_in_slices_are_each_read_once(
         for target in ("cpu", "inf2.xlarge"):
             record_run(registry, record, target, {**PASSING, "digest": "fail"})
             record_run(registry, record, target)
-    with registry.store.snapshot() as view:
+    with registry.store.read() as view:
         whole = view.latest_runs_on(records, ["cpu", "inf2.xlarge"])
     monkeypatch.setattr(store_module, "_HEADS_CHUNK", 1)
-    with registry.store.snapshot() as view:
+    with registry.store.read() as view:
         sliced = view.latest_runs_on(records, ["cpu", "inf2.xlarge"])
     assert sliced == whole
     assert len(whole) == 6

@@ -20,7 +20,7 @@ import pytest
 
 import modelreg
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
-from tests.helpers import record_run, synthetic_bytes, synthetic_manifest
+from tests.helpers import add_locations, record_run, stored, synthetic_bytes, synthetic_manifest
 
 WORKERS, OPERATIONS = 8, 50
 MODELS = ("stress/alpha", "stress/beta")
@@ -47,10 +47,10 @@ def _worker(url: str, seed: int) -> dict[str, int]:
         if op == "add":
             record, created = registry.store.add(manifest, Path("/stress"), f"worker{seed}")
             if created:  # its one copy, as add leaves it (rollback needs a fetchable copy)
-                registry.store.add_locations(record, [_copy_of(manifest)], f"worker{seed}")
+                add_locations(registry, record, [_copy_of(manifest)], f"worker{seed}")
             done["created" if created else "already"] += 1
             continue
-        if registry.store.find_by_identity(manifest.identity_digest()) is None:
+        if stored(registry).record_by_identity(manifest.identity_digest()) is None:
             done["not_added_yet"] += 1
             continue
         if op == "verify":
@@ -93,16 +93,16 @@ def test_concurrent_writers_keep_every_invariant(db_url: str) -> None:
         assert total[kind] > 0, total
 
     registry = modelreg.open(db_url)
-    records = registry.store.records()
+    records = stored(registry).records()
     assert len(records) == len({r.id for r in records}) == total["created"]
     assert {r.id for r in records} <= {m.record_id for m in MANIFESTS}
 
     events: Counter[str] = Counter()
     for model in {r.model_id for r in records}:
-        history = registry.store.events(model)
+        history = stored(registry).events(model)
         events.update(e.kind for e in history)
         assert [e.id for e in history] == sorted(e.id for e in history)
-        chain = registry.store.promotions(model, "cpu")
+        chain = stored(registry).promotions(model, "cpu")
         for before, after in itertools.pairwise(chain):
             assert after.previous_record_id == before.record_id, "the production pointer forked"
         if chain:
@@ -114,5 +114,5 @@ def test_concurrent_writers_keep_every_invariant(db_url: str) -> None:
     assert events["release"] == total["release"]
     # Each applied rollback held the record it rolled back from, unless it was held already.
     assert events["hold"] <= total["rollback"]
-    verifications = sum(len(registry.store.verifications(r.id)) for r in records)
+    verifications = sum(len(stored(registry).verifications(r.id)) for r in records)
     assert verifications == 3 * total["verify"]

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from modelreg.server.app import Guard
+from tests.helpers import stored
 from tests.server.conftest import Served
 
 Clients = Callable[[str | None], httpx.Client]
@@ -226,4 +227,4 @@ def test_a_nul_is_refused_at_the_door(served: Served, client_of: Clients) -> Non
     record = add_synthetic(served.registry, 1)
     held = client_of("releaser").post(f"/api/v1/records/{record}/hold", json={"why": "a\x00b"})
     assert held.status_code == 422, held.text  # before: 500 on PostgreSQL, stored on SQLite
-    assert served.registry.store.state(record).state.value == "active"
+    assert stored(served.registry).state(record).state.value == "active"

@@ -12,7 +12,7 @@ import httpx
 from sqlalchemy import update
 
 from modelreg.registry.tables import RecordRow, VerificationRow
-from tests.helpers import PASSING, add_synthetic, record_run, synthetic_manifest
+from tests.helpers import PASSING, add_synthetic, record_run, stored, synthetic_manifest
 from tests.server.conftest import Served
 
 Clients = Callable[[str | None], httpx.Client]
@@ -100,6 +100,6 @@ def test_a_bad_row_from_before_breaks_no_read_and_is_quarantined(
     assert code == 0 and "quarantined" in err
     code, out, err = cli("--db", registry.url, "db", "check", "--json")
     assert code == 0 and json.loads(out)["bad"] == []
-    kinds = [e.kind for e in registry.store.events(registry.get(bad).model_id)]
+    kinds = [e.kind for e in stored(registry).events(registry.get(bad).model_id)]
     assert "db-quarantine" not in kinds  # registry-wide events carry no model
     assert cli("--db", registry.url, "show", bad)[0] == 0

@@ -11,7 +11,7 @@ from modelreg.api import Registry
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import VerifyOptions
-from tests.helpers import flip_byte
+from tests.helpers import flip_byte, stored
 
 
 def _add(
@@ -51,9 +51,9 @@ def test_smollm2_passes_every_check_and_becomes_deployable(
     assert 50 << 20 < smoke["resources"]["peak_rss_bytes"] < 2 << 30
     assert smoke["host_cpu_flags"]
     assert registry.deployability(record, "cpu").deployable
-    stored = registry.store.verifications(record)
-    assert [v.result.check for v in stored] == ["digest", "host-compat", "gguf-cpu-smoke"]
-    assert stored[2].result.evidence == smoke
+    kept = stored(registry).verifications(record)
+    assert [v.result.check for v in kept] == ["digest", "host-compat", "gguf-cpu-smoke"]
+    assert kept[2].result.evidence == smoke
 
 
 def test_flipped_byte_fails_digest_and_is_not_deployable(
@@ -143,7 +143,7 @@ def test_crashing_runtime_is_recorded_not_fatal(
     assert smoke.outcome is Outcome.FAIL and smoke.classification == classification
     assert needle in smoke.summary
     assert not report.deployability.deployable
-    assert registry.store.verifications(record)[-1].result.classification == classification
+    assert stored(registry).verifications(record)[-1].result.classification == classification
 
 
 def test_avx2_build_on_an_avx1_target_fails_host_compat(

@@ -1,8 +1,9 @@
 """Alembic environment: runs on the connection modelreg hands over (no alembic.ini)."""
 
 from alembic import context
+from sqlmodel import SQLModel
 
-from modelreg.registry.tables import SQLModel
+import modelreg.registry.tables  # noqa: F401 - the tables, registered in its metadata
 
 connection = context.config.attributes["connection"]
 context.configure(

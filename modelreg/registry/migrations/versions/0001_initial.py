@@ -4,6 +4,8 @@ Revision ID: 0001
 Revises:
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -13,7 +15,7 @@ branch_labels = None
 depends_on = None
 
 
-def _when(name: str, index: bool = False) -> sa.Column:
+def _when(name: str, index: bool = False) -> sa.Column[Any]:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=False, index=index)
 
 

@@ -12,6 +12,8 @@ them was not recorded (their add path stays in ``records.root``), and a guessed 
 send a fetch to the wrong machine.
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -21,7 +23,7 @@ branch_labels = None
 depends_on = None
 
 
-def _when(name: str, nullable: bool = False) -> sa.Column:
+def _when(name: str, nullable: bool = False) -> sa.Column[Any]:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
 
 

@@ -1,0 +1,177 @@
+"""What every part of the registry API shares: the store, the targets, record look-up."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from modelreg import rules
+from modelreg.api.derived import Derived
+from modelreg.api.judging import Assessment, Judge
+from modelreg.api.offline import inspect
+from modelreg.api.views import targets_output
+from modelreg.errors import (
+    InvalidInput,
+    ModelNotFound,
+    RecordNotFound,
+    TargetNotFound,
+)
+from modelreg.rules import (
+    Deployability,
+)
+from modelreg.schemas.output import (
+    InspectOutput,
+    TargetsOutput,
+)
+
+if TYPE_CHECKING:
+    # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
+    # imported: `modelreg inspect` needs no database.
+    from modelreg.record import Record
+    from modelreg.registry.store import (
+        Reads,
+        Store,
+        StoredTarget,
+    )
+    from modelreg.schemas.verification import CheckResult
+    from modelreg.targets import Target
+
+
+_SHA256_RE = re.compile(r"[0-9a-fA-F]{64}")
+
+
+_MAX_UPLOADED_CHECKS = 100
+
+
+_RECORD_ID_RE = re.compile(r"r_[0-9a-f]{4,}")
+
+
+def _check_why(why: str | None, *, required: str | None = None) -> None:
+    """A reason given by a person: bounded like every free text; ``required`` names the action
+    that cannot go without one."""
+    from modelreg.limits import WHY_MAX, check_length
+
+    if required is not None and (not why or not why.strip()):
+        raise InvalidInput(f"{required} needs a reason", "give one as `why`")
+    if why is not None:
+        check_length("`why`", why, WHY_MAX)
+
+
+def _check_uploaded(checks: Sequence[CheckResult]) -> None:
+    """An uploaded run's checks: 1-100, each once, with evidence the pages can show."""
+    if not checks:
+        raise InvalidInput("a run needs at least one check result")
+    if len(checks) > _MAX_UPLOADED_CHECKS:
+        raise InvalidInput(f"a run has at most {_MAX_UPLOADED_CHECKS} check results")
+    names = [c.check for c in checks]
+    if len(set(names)) != len(names):
+        raise InvalidInput("each check appears once in a run")
+    for c in checks:
+        generations = c.evidence.get("generations", [])
+        if not isinstance(generations, list) or not all(isinstance(g, dict) for g in generations):
+            raise InvalidInput(f"check {c.check}: evidence.generations must be a list of objects")
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a private temporary file and a rename."""
+    import os
+    import tempfile
+
+    directory = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise InvalidInput(f"{path} is a directory", "give a file name")
+    if not directory.is_dir():
+        raise InvalidInput(f"{directory}: no such directory", "create it first")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _only_stale(verdict: Deployability) -> bool:
+    return bool(verdict.reasons) and all(r.code in rules.STALE_CODES for r in verdict.reasons)
+
+
+class Core:
+    """The registry's shared state and look-ups (every part of the API extends it)."""
+
+    def __init__(self, store: Store, url: str, targets_file: Path | None = None) -> None:
+        self.store = store
+        self.url = url
+        self.targets_file = targets_file
+        # What reads derived, kept for later reads of this registry (``api.derived``).
+        self.derived = Derived()
+
+    def all_targets(self) -> dict[str, Target]:
+        """Every target, merged in one place: built in, shared through the registry
+        (``targets add``), and the local targets file as an overlay labelled ``local:PATH``."""
+        with self.store.read() as reads:
+            return self.targets_with(reads.target_specs())
+
+    def targets_with(self, shared: Sequence[StoredTarget]) -> dict[str, Target]:
+        from modelreg.targets import all_targets
+
+        return all_targets(self.targets_file, {t.name: t.spec for t in shared})
+
+    def target(self, name: str) -> Target:
+        """A target by name (built in, shared, or local); resolved once per call."""
+        from modelreg.limits import TARGET_NAME_MAX, check_length
+
+        check_length("target", name, TARGET_NAME_MAX)
+        found = self.all_targets()
+        if name not in found:
+            raise TargetNotFound(name, sorted(found))
+        return found[name]
+
+    def targets(self) -> TargetsOutput:
+        """Every target: built in, shared through the registry, and local."""
+        return targets_output(self.all_targets())
+
+    def get(self, ref: str) -> Record:
+        """A record by id or unique id prefix."""
+        with self.store.read() as reads:
+            return reads.record(ref)
+
+    def models(self) -> list[str]:
+        """Every model id with at least one record, sorted."""
+        with self.store.read() as reads:
+            return reads.model_ids()
+
+    def judge(self, reads: Reads) -> Judge:
+        """The judge of one decision, over that call's transaction: the targets and suites it
+        reads, nothing worked out by an earlier call."""
+        return Judge(Assessment(self.targets_with(reads.target_specs())), reads.model_suites())
+
+    def _require_model(self, model_id: str) -> None:
+        from modelreg.limits import MODEL_ID_MAX, check_length
+
+        check_length("model id", model_id, MODEL_ID_MAX)
+        with self.store.read() as reads:
+            if reads.has_model(model_id):
+                return
+            record = None
+            if _RECORD_ID_RE.fullmatch(model_id.strip()):
+                try:
+                    record = reads.record(model_id)
+                except RecordNotFound:
+                    record = None
+            known = reads.model_ids()
+        if record is not None:
+            raise InvalidInput(
+                f"{model_id!r} is a record id, not a model id",
+                f"give its model: {record.model_id}",
+            )
+        raise ModelNotFound(model_id, known)
+
+    def inspect(self, paths: Sequence[str | Path], **options: Any) -> InspectOutput:
+        """The manifest ``add`` would record (see ``modelreg.inspect``)."""
+        built = inspect(paths, **options)
+        return InspectOutput(
+            record_id=built.manifest.record_id, manifest=built.manifest.model_dump(mode="json")
+        )

@@ -1,0 +1,153 @@
+"""What needs no registry: inspect, targets, suite and card files, diff, fit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from modelreg.api.judging import load_suite_ref
+from modelreg.api.views import _card_output, _suite_output, targets_output
+from modelreg.errors import (
+    InvalidInput,
+)
+from modelreg.rules import (
+    StoredRun,
+)
+from modelreg.schemas.output import (
+    CardValidateOutput,
+    DiffOutput,
+    DiffSection,
+    FitOutput,
+    SuiteOutput,
+    TargetsOutput,
+)
+
+if TYPE_CHECKING:
+    # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
+    # imported: `modelreg inspect` needs no database.
+    from modelreg.manifests.build import BuiltArtifact
+    from modelreg.record import Record
+    from modelreg.schemas.manifest import HostRun, Manifest
+    from modelreg.targets import Target
+
+
+def inspect(
+    paths: Sequence[str | Path],
+    *,
+    model_id: str | None = None,
+    source: str | None = None,
+    license_id: str | None = None,
+    prompts: Sequence[str] = (),
+    expect: str = "Paris",
+    recipe: Path | None = None,
+    effective_params: int | None = None,
+    effective_source: str | None = None,
+    base_model: str | None = None,
+    total_params: int | None = None,
+    active_params: int | None = None,
+    params_source: str | None = None,
+    compile_host: HostRun | None = None,
+    deploy_host: HostRun | None = None,
+    trust_cache: bool = False,
+    progress: Any = None,
+) -> BuiltArtifact:
+    """Read, digest and describe an artifact — the manifest ``add`` would record — without
+    touching a database.
+
+    ``total_params`` / ``active_params`` with ``params_source`` declare counts the artifact
+    cannot establish itself (provenance ``declared:<source>``); ``compile_host`` /
+    ``deploy_host`` declare a Neuron bundle's measured host peaks when it states none.
+    """
+    from modelreg.manifests.build import build_manifest
+    from modelreg.manifests.recipe import load_recipe
+    from modelreg.schemas.manifest import Count, GoldenPrompt
+
+    declared = None
+    if (effective_params is None) != (effective_source is None):
+        raise InvalidInput("`effective_params` and `effective_source` go together")
+    if effective_params is not None:
+        if effective_params <= 0:
+            raise InvalidInput(f"`effective_params` {effective_params} must be positive")
+        declared = Count(value=effective_params, provenance=f"declared:{effective_source}")
+    return build_manifest(
+        paths,
+        model_id=model_id,
+        source=source,
+        license_id=license_id,
+        golden_prompts=[GoldenPrompt(prompt=p, expect=expect) for p in prompts],
+        recipe=load_recipe(recipe) if recipe else None,
+        effective=declared,
+        trust_cache=trust_cache,
+        base_model=base_model,
+        total_params=total_params,
+        active_params=active_params,
+        params_source=params_source,
+        compile_host=compile_host,
+        deploy_host=deploy_host,
+        progress=progress,
+        on_hashing=getattr(progress, "start", None),
+    )
+
+
+def targets(targets_file: Path | None = None) -> TargetsOutput:
+    """Every target known without a registry: this host (cpu), the Inferentia2 profiles and
+    the local targets file (``Registry.targets`` adds the registry's shared ones)."""
+    from modelreg.targets import all_targets
+
+    return targets_output(all_targets(targets_file))
+
+
+def check_suite(path: Path) -> SuiteOutput:
+    """Validate a suite file (no database): its name, digest, cases and subsets."""
+    suite = load_suite_ref(path)
+    return _suite_output(None, "check", suite, f"{path}: {len(suite.cases)} cases, valid")
+
+
+def validate_card_file(path: Path) -> CardValidateOutput:
+    """Check a model card on its own (no record, no database)."""
+    from modelreg.validators.card import validate_card
+
+    return _card_output(path, validate_card(path), None, None)
+
+
+def diff(name_a: str, a: Manifest, name_b: str, b: Manifest) -> DiffOutput:
+    """What changed from manifest A to manifest B, section by section."""
+    from modelreg.manifests.diff import diff_manifests
+
+    result = diff_manifests(a, b)
+    return DiffOutput(
+        a=name_a,
+        b=name_b,
+        same_model=result.same_model,
+        metadata_only=result.metadata_only,
+        changed=result.changed,
+        changed_dimensions=result.changed_dimensions,
+        attribution_warning=result.attribution_warning,
+        notes=result.notes,
+        sections={s.name: DiffSection(changed=s.changed, a=s.a, b=s.b) for s in result.sections},
+    )
+
+
+def fit(
+    name: str, manifest: Manifest, target: Target, *, compile_host: bool = False, **options: Any
+) -> FitOutput:
+    """Weights + KV cache + overhead against ``target``'s memory (Neuron bundles: every
+    parameter group resident per NeuronCore under the tp degree, and host RAM apart; each
+    recorded layout variant too). ``compile_host``: can ``target`` compile the bundle?"""
+    from modelreg.manifests.fit_report import compile_host_report, fit_report
+
+    if compile_host:
+        if manifest.neuron is None:
+            raise InvalidInput(f"{name} is not a Neuron bundle: `compile_host` applies to bundles")
+        return compile_host_report(name, manifest, target, options.get("headroom", 0.10))
+    return fit_report(name, manifest, target, **options)
+
+
+def signed_run_problem_for(
+    record: Record, target: str, run: StoredRun, statement: dict[str, Any]
+) -> str | None:
+    from modelreg.signing import run_statement_problem
+
+    digests = {f.path: f.sha256 or "" for f in record.manifest.files}
+    return run_statement_problem(statement, record.id, target, run, digests)

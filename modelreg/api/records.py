@@ -1,0 +1,527 @@
+"""Records: add, show, list, history, diff, fit, cards, attestations, locations, transfer."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from modelreg import config, rules
+from modelreg.api.core import _only_stale, _write_private
+from modelreg.api.deploy import Deploy
+from modelreg.api.offline import diff, fit, inspect, signed_run_problem_for
+from modelreg.api.views import (
+    _bits_per_weight,
+    _card_output,
+    _runs_out,
+    _total_parameters,
+    deployability_out,
+    event_summary,
+    promotion_out,
+    record_out,
+)
+from modelreg.deployed_unit import deployed_unit
+from modelreg.errors import (
+    IntegrityError,
+    InvalidInput,
+)
+from modelreg.rules import (
+    Deployability,
+    RecordStateKind,
+)
+from modelreg.schemas.output import (
+    AddOutput,
+    AttestOutput,
+    BadValueOut,
+    CardRenderOutput,
+    CardValidateOutput,
+    DbCheckOutput,
+    DiffOutput,
+    EventOut,
+    ExportOutput,
+    FetchedFileOut,
+    FetchOutput,
+    FetchProblem,
+    FitOutput,
+    HistoryOutput,
+    ImportOutput,
+    ListItem,
+    ListOutput,
+    LocationOut,
+    LocationsOutput,
+    ShowOutput,
+)
+
+if TYPE_CHECKING:
+    # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
+    # imported: `modelreg inspect` needs no database.
+    from modelreg.record import Record
+    from modelreg.schemas.manifest import Manifest
+
+
+class Records(Deploy):
+    """Records: add, show, list, history, diff, fit, cards, attestations, locations, transfer."""
+
+    def add(
+        self,
+        paths: Sequence[str | Path],
+        *,
+        signature: Path | None = None,
+        actor: str | None = None,
+        locations: Sequence[str] = (),
+        **options: Any,
+    ) -> AddOutput:
+        """Record an artifact (idempotent: the same facts are the same record). Options are
+        those of ``modelreg.inspect``.
+
+        ``signature``: a bundle made with ``model_signing sign key``; its per-file digests
+        must be the record's (checked before anything is written) and it is kept with the
+        record, to be verified against a target's trusted keys. ``locations``: URLs its bytes
+        can also be fetched from; this host's ``file://`` path (or, for ``hf://`` adds, the
+        pinned revision) is recorded with them."""
+        from modelreg.locations import file_url, parse_location
+        from modelreg.registry.boundary import text_problem
+        from modelreg.signing import read_artifact_signature
+        from modelreg.textsafe import for_terminal
+        from modelreg.validators.signature import covered
+
+        for path in paths:  # a record's paths are text: refuse before hashing
+            if text_problem(str(path)) is not None:
+                raise InvalidInput(
+                    f"{for_terminal(str(path))}: the file name is not valid UTF-8",
+                    "rename it (a record's file names are text in every output)",
+                )
+        given = [parse_location(url).url for url in locations]  # refuse before hashing
+        artifact_signature = read_artifact_signature(signature) if signature else None
+        built = inspect(paths, **options)
+        if artifact_signature is not None:
+            record_digests = {f.path: f.sha256 or "" for f in built.manifest.files}
+            problems = covered(record_digests, artifact_signature.digests)
+            if problems:
+                raise IntegrityError(
+                    f"{signature}: the signature is over other files than this artifact: "
+                    + "; ".join(problems),
+                    "sign the files being added (model_signing sign key PATH)",
+                )
+        actor = actor or config.actor()
+        record, created = self.store.add(built.manifest, built.root, actor, built.resolution)
+        if artifact_signature is not None:
+            self.store.add_artifact_signature(
+                record, artifact_signature.bundle, artifact_signature.key_hint, actor
+            )
+        here = (
+            record.manifest.source
+            if built.resolution is not None and record.manifest.source
+            else file_url(built.root)
+        )
+        return self._added(record, created, [here, *given], actor)
+
+    def _added(self, record: Record, created: bool, urls: Sequence[str], actor: str) -> AddOutput:
+        """Add the locations of a record just added, and say what was recorded."""
+        with self.store.locked(record.model_id) as tx:
+            if urls:
+                tx.add_locations(record, urls, actor)
+            out = record_out(record, tx.files([record.id])[record.id], tx.state(record.id))
+            locations = [loc.url for loc in tx.locations([record.id])[record.id]]
+        return AddOutput(
+            created=created,
+            record=out,
+            manifest=record.manifest.model_dump(mode="json"),
+            locations=locations,
+        )
+
+    def add_manifest(
+        self,
+        manifest: dict[str, Any],
+        *,
+        record_id: str | None = None,
+        locations: Sequence[str] = (),
+        actor: str | None = None,
+    ) -> AddOutput:
+        """Record a manifest produced elsewhere (``modelreg inspect --json`` on the build
+        host), with the locations its bytes can be fetched from. The manifest is validated
+        like an import; ``record_id``, when given, must be the id its facts give (a manifest
+        edited after inspect is refused). The record's add path is the first ``file://``
+        location's path, else ``.``: ``verify`` then needs ``--path``."""
+        from modelreg.locations import parse_location
+        from modelreg.schemas.manifest import load_manifest
+
+        parsed = load_manifest(manifest, origin="manifest")
+        if record_id is not None and record_id != parsed.record_id:
+            raise InvalidInput(
+                f"record_id {record_id[:40]!r} is not the id of this manifest's facts "
+                f"({parsed.record_id})",
+                "send the output of modelreg inspect --json unchanged",
+            )
+        urls = [parse_location(url) for url in locations]
+        root = next((Path(u.path) for u in urls if u.scheme == "file"), Path("."))
+        actor = actor or config.actor()
+        record, created = self.store.add(parsed, root, actor, {"from": "manifest"})
+        return self._added(record, created, [u.url for u in urls], actor)
+
+    def show(self, ref: str) -> ShowOutput:
+        """One record: manifest, state, where it is production, deployability on every target
+        it was verified on, and every run with its evidence."""
+        with self.store.read() as reads:
+            record = reads.record(ref)
+            state = reads.state(record.id)
+            files = reads.files([record.id])[record.id]
+            verifications = reads.verifications(record.id)
+            judge = self.judge(reads)
+            verified_on = sorted({v.target for v in verifications})
+            runs = reads.latest_runs_on([record.id], verified_on)
+            production = [
+                promotion_out(p)
+                for p in reads.productions(record.model_id)
+                if p.record_id == record.id
+            ]
+            foreign = reads.foreign_runs(record.id)
+            exploratory = reads.exploratory_runs(record.id)
+        deployability = [
+            deployability_out(judge.verdict(record, name, state, runs.get((record.id, name), [])))
+            for name in verified_on
+        ]
+        named = {p.target for p in production} | set(verified_on)
+        units = {t: deployed_unit(judge.targets[t]) for t in sorted(named) if t in judge.targets}
+        return ShowOutput(
+            record=record_out(record, files, state),
+            manifest=record.manifest.model_dump(mode="json"),
+            production=production,
+            deployability=deployability,
+            runs=_runs_out(verifications, foreign, exploratory),
+            units={t: unit for t, unit in units.items() if unit},
+        )
+
+    def records(
+        self,
+        model: str | None = None,
+        *,
+        deployable_on: str | None = None,
+        state: str | None = None,
+    ) -> ListOutput:
+        """Records, oldest first; ``deployable_on``: only those deployable on that target now
+        or whose only problem is stale evidence (listed with the reason)."""
+        if model is not None:
+            self._require_model(model)
+        if state is not None and state not in {s.value for s in RecordStateKind}:
+            raise InvalidInput(f"`state` {state!r} must be one of: active, held, retired")
+        if deployable_on is not None:
+            self.target(deployable_on)
+        verdicts: dict[str, Deployability] = {}
+        with self.store.read() as reads:
+            records = reads.records(model, verified_on=deployable_on)
+            ids = [r.id for r in records]
+            files = reads.files(ids)
+            states = reads.states(ids)
+            if deployable_on is not None:
+                judge = self.judge(reads)
+                runs = reads.latest_runs(ids, deployable_on)
+                verdicts = {
+                    r.id: judge.verdict(
+                        r, deployable_on, states.get(r.id, rules.ACTIVE), runs[r.id]
+                    )
+                    for r in records
+                }
+        items = []
+        for record in records:
+            record_state = states.get(record.id, rules.ACTIVE)
+            if state is not None and record_state.state.value != state:
+                continue
+            verdict = verdicts.get(record.id)
+            if verdict is not None and not (verdict.deployable or _only_stale(verdict)):
+                continue
+            items.append(
+                ListItem(
+                    record=record_out(record, files[record.id], record_state),
+                    total_parameters=_total_parameters(record),
+                    bits_per_weight=_bits_per_weight(record),
+                    deployability=deployability_out(verdict) if verdict else None,
+                )
+            )
+        return ListOutput(target=deployable_on, records=items)
+
+    def history(self, model_id: str) -> HistoryOutput:
+        """Adds, verifications, promotions, rollbacks, holds of a model, in commit order."""
+        self._require_model(model_id)
+        with self.store.read() as reads:
+            events = reads.events(model_id)
+        return HistoryOutput(
+            model_id=model_id,
+            events=[
+                EventOut(
+                    id=e.id,
+                    at=e.at,
+                    actor=e.actor,
+                    kind=e.kind,
+                    record_id=e.record_id,
+                    target=e.target,
+                    why=e.why,
+                    summary=event_summary(e.kind, e.detail),
+                    detail=e.detail,
+                )
+                for e in events
+            ],
+        )
+
+    def manifest_of(self, ref: str) -> tuple[str, Manifest]:
+        """(name, manifest) of a record id/prefix, or of a manifest ``.json`` file."""
+        path = Path(ref)
+        if path.suffix == ".json" and path.is_file():
+            from modelreg.schemas.manifest import read_manifest_file
+
+            return str(path), read_manifest_file(path)
+        record = self.get(ref)
+        return record.id, record.manifest
+
+    def diff(self, a: str, b: str) -> DiffOutput:
+        """What changed from A to B (records or manifest files)."""
+        return diff(*self.manifest_of(a), *self.manifest_of(b))
+
+    def fit(self, ref: str, target: str, **options: Any) -> FitOutput:
+        """Will the record (or manifest file) fit ``target``'s memory? (``compile_host=True``:
+        can ``target`` compile this Neuron bundle?) For a record verified there, the runtime's
+        measured peak RSS is shown beside the estimate."""
+        name, manifest = self.manifest_of(ref)
+        report = fit(name, manifest, self.target(target), **options)
+        if name.startswith("r_") and not options.get("compile_host"):
+            measured = self._measured_peak(name, target)
+            if measured is not None:
+                from modelreg.manifests.fit_report import measured_line
+
+                report.lines.append(measured_line(*measured))
+        return report
+
+    def _measured_peak(self, record_id: str, target: str) -> tuple[int, str] | None:
+        """The peak RSS the runtime child of the record's latest run on ``target`` measured."""
+        with self.store.read() as reads:
+            run = reads.latest_local_run(record_id, target)
+        for verification in reversed(run):
+            resources = verification.result.evidence.get("resources")
+            if isinstance(resources, dict) and isinstance(resources.get("peak_rss_bytes"), int):
+                return resources["peak_rss_bytes"], verification.run_id
+        return None
+
+    def verified_on(self, record: Record) -> list[Any]:
+        """Where the record's latest run passed, when, on which host, under which runtime."""
+        from modelreg.manifests.card import VerifiedOn
+
+        verified = []
+        with self.store.read() as reads:
+            judge = self.judge(reads)
+            state = reads.state(record.id)
+            targets = reads.verified_targets(record.id)
+            runs = reads.latest_runs_on([record.id], targets)
+            decided = {
+                t: judge.verdict(record, t, state, runs.get((record.id, t), [])) for t in targets
+            }
+            counted = {
+                t: reads.run_checks(d.run_id) if d.run_id else [] for t, d in decided.items()
+            }
+        for target in targets:
+            # The run that counts there (an unsigned upload never vouches for a card).
+            run = counted[target]
+            result = rules.run_verdict(
+                (v.result.check, v.result.required, v.result.outcome, v.result.classification)
+                for v in run
+            )
+            if run and result.passed:
+                at = max(v.result.finished_at for v in run)
+                verified.append(VerifiedOn(target, at, run[0].host, run[0].fingerprint))
+        return verified
+
+    def card_render(self, ref: str, output: Path | None = None) -> CardRenderOutput:
+        """The card section a publisher needs, from the record's facts."""
+        from modelreg.manifests.card import render_card
+
+        record = self.get(ref)
+        text = render_card(record.manifest, record.id, self.verified_on(record))
+        if output is not None:
+            _write_private(output, text)
+        return CardRenderOutput(
+            record_id=record.id, path=str(output) if output else None, text=text
+        )
+
+    def card_validate(
+        self,
+        path: Path,
+        ref: str | None = None,
+        *,
+        hold: bool = False,
+        actor: str | None = None,
+    ) -> CardValidateOutput:
+        """Check a card's claims (against a record when given). No side effect unless
+        ``hold``: then a card that leaves required facts unstated puts the record on hold."""
+        from modelreg.validators.card import validate_card
+
+        if hold and ref is None:
+            raise InvalidInput("`hold` needs `record`: the record to hold")
+        record = self.get(ref) if ref is not None else None
+        report = validate_card(path, record.manifest if record else None)
+        held = None
+        active = False
+        if hold and record is not None and report.hold_reason is not None:
+            with self.store.read() as reads:
+                active = reads.state(record.id).state is RecordStateKind.ACTIVE
+        if active:
+            assert record is not None and report.hold_reason is not None
+            self.hold(record.id, report.hold_reason, actor=actor)
+            held = report.hold_reason
+        return _card_output(path, report, record.id if record else None, held)
+
+    def attest(self, ref: str, target: str) -> AttestOutput:
+        """The latest signed run of the record on ``target``: its DSSE envelope and in-toto
+        statement, whether the signature verifies with a key the target trusts, whether it
+        vouches for the stored run, and whether the stored evidence still hashes to the
+        digests it signs."""
+        from modelreg.signing import SignatureInvalid, evidence_sha256, verify_run_envelope
+
+        the_target = self.target(target)
+        with self.store.read() as reads:
+            record = reads.record(ref)
+            runs = reads.latest_runs([record.id], target)[record.id]
+            trust = self.judge(reads).trust(the_target)
+            stored = reads.verifications(record.id, target)
+        signed = [r for r in runs if r.envelope is not None]
+        if not signed:
+            raise InvalidInput(
+                f"record {record.id} has no signed run on {target}",
+                f"sign one with: modelreg verify {record.id} --target {target} --sign-key KEY",
+            )
+        run = signed[0]
+        envelope = dict(run.envelope or {})
+        statement: dict[str, Any] = {}
+        signer = None
+        problem = None
+        try:
+            payload = json.loads(base64.b64decode(str(envelope.get("payload", ""))))
+            statement = payload if isinstance(payload, dict) else {}
+        except (ValueError, TypeError):
+            problem = "the envelope's payload is not a JSON statement"
+        if trust.problem is not None:
+            problem = trust.problem
+        elif trust.verifier_keys is None:
+            problem = f"target {target} trusts no verifier keys: the signature was not checked"
+        else:
+            try:
+                statement, signer = verify_run_envelope(envelope, dict(trust.verifier_keys))
+                problem = signed_run_problem_for(record, target, run, statement)
+            except SignatureInvalid as exc:
+                problem = exc.message
+        stored = [v for v in stored if v.run_id == run.run_id]
+        signed_checks = (statement.get("predicate") or {}).get("checks") or []
+        evidence_matches = [evidence_sha256(v.result.evidence) for v in stored] == [
+            c.get("evidence_sha256") for c in signed_checks if isinstance(c, dict)
+        ]
+        return AttestOutput(
+            record_id=record.id,
+            target=target,
+            run_id=run.run_id,
+            signed_by=signer,
+            verified=signer is not None and problem is None,
+            problem=problem,
+            evidence_matches=evidence_matches,
+            statement=statement,
+            envelope=envelope,
+        )
+
+    def locations(self, ref: str) -> LocationsOutput:
+        """Where a record's bytes can be fetched."""
+        return self._locations_output(self.get(ref), [])
+
+    def _locations_output(self, record: Record, added: list[str]) -> LocationsOutput:
+        from modelreg.locations import FETCHABLE, parse_location
+
+        shown = []
+        with self.store.read() as reads:
+            found = reads.locations([record.id])[record.id]
+        for loc in found:
+            scheme = parse_location(loc.url).scheme
+            shown.append(
+                LocationOut(
+                    url=loc.url,
+                    scheme=scheme,
+                    fetchable=scheme in FETCHABLE,
+                    added_at=loc.added_at,
+                    added_by=loc.added_by,
+                )
+            )
+        return LocationsOutput(
+            record_id=record.id,
+            model_id=record.model_id,
+            added_from=str(record.root),
+            locations=shown,
+            added=added,
+        )
+
+    def locate(
+        self, ref: str, add: Sequence[str] = (), *, actor: str | None = None
+    ) -> LocationsOutput:
+        """Add locations to a record (validated: malformed URLs and URLs carrying
+        credentials are refused) and list them all. Adding a known one changes nothing."""
+        from modelreg.locations import parse_location
+
+        urls = [parse_location(url).url for url in add]
+        record = self.get(ref)
+        added: list[str] = []
+        if urls:
+            with self.store.locked(record.model_id) as tx:
+                added = tx.add_locations(record, urls, actor or config.actor())
+        return self._locations_output(record, added)
+
+    def fetch(self, ref: str, to: Path) -> FetchOutput:
+        """Copy a record's files into the new directory ``to`` from its locations (file
+        locations on this host, the local Hugging Face cache), checking every sha256: a
+        mismatch is refused and nothing is left at ``to`` unless every file matched."""
+        from modelreg.locations import WantedFile, fetch_files
+
+        with self.store.read() as reads:
+            record = reads.record(ref)
+            files = reads.files([record.id])[record.id]
+            urls = [loc.url for loc in reads.locations([record.id])[record.id]]
+        fetched, skipped = fetch_files(
+            [WantedFile(f.path, f.bytes, f.sha256) for f in files], urls, to
+        )
+        return FetchOutput(
+            record_id=record.id,
+            to=str(to.expanduser().absolute()),
+            files=[
+                FetchedFileOut(path=f.path, bytes=f.bytes, sha256=f.sha256, source=f.source)
+                for f in fetched
+            ],
+            skipped=[FetchProblem(url=s.url, reason=s.reason) for s in skipped],
+        )
+
+    def export(self, output: Path | None = None, stream: Any = None) -> ExportOutput:
+        """Write the whole registry as JSON lines to ``output`` (or ``stream``)."""
+        from modelreg.registry.transfer import export_registry
+
+        return export_registry(self.store, output, stream)
+
+    def import_(
+        self, path: Path, *, actor: str | None = None, with_targets: bool = False
+    ) -> ImportOutput:
+        """Load an export into this registry, all or nothing. Its shared target definitions
+        decide which keys a target trusts, so they are imported only with ``with_targets``
+        (checked as ``targets add`` checks a file; a name already defined differently is
+        refused)."""
+        from modelreg.registry.transfer import import_registry
+
+        return import_registry(self.store, path, actor or config.actor(), with_targets=with_targets)
+
+    def db_check(self, *, quarantine: bool = False, actor: str | None = None) -> DbCheckOutput:
+        """Name every stored value that cannot be read back (a lone surrogate, JSON nested too
+        deep: rows from before the storage boundary); ``quarantine`` makes each readable."""
+        bad = self.store.check(quarantine=quarantine, actor=actor or config.actor())
+        out = [BadValueOut(table=b.table, key=b.key, column=b.column, why=b.why) for b in bad]
+        if not bad:
+            message = "every stored value can be read back"
+        elif quarantine:
+            message = f"{len(bad)} value(s) quarantined: made readable, each with an event"
+        else:
+            message = (
+                f"{len(bad)} stored value(s) cannot be read back as stored; make them readable "
+                "with: modelreg db check --quarantine"
+            )
+        return DbCheckOutput(bad=out, quarantined=quarantine and bool(bad), message=message)

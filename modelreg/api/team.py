@@ -1,0 +1,169 @@
+"""The team service's shared state: target definitions and API tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from modelreg import config
+from modelreg.api.core import Core, _check_why
+from modelreg.api.views import _token_out
+from modelreg.errors import (
+    InvalidInput,
+    NotFound,
+    TargetNotFound,
+    Unauthorized,
+)
+from modelreg.schemas.output import (
+    TargetsChangeOutput,
+    TokenCreateOutput,
+    TokenRevokeOutput,
+    TokensOutput,
+)
+
+if TYPE_CHECKING:
+    # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
+    # imported: `modelreg inspect` needs no database.
+    from modelreg.registry.store import (
+        StoredToken,
+    )
+
+
+class Team(Core):
+    """The team service's shared state: target definitions and API tokens."""
+
+    def define_targets(self, path: Path, *, actor: str | None = None) -> TargetsChangeOutput:
+        """Share the targets of a YAML file (the targets.yaml format) through the registry:
+        everyone using it sees the same definitions. A definition replaces the stored one of
+        that name; each change is an event."""
+        from modelreg.targets import (
+            TARGET_NAME_RE,
+            builtin_names,
+            read_target_specs,
+            spec_as_json,
+        )
+
+        if not path.is_file():
+            raise InvalidInput(f"{path}: no such file", "give a targets YAML file")
+        specs = read_target_specs(path)
+        if not specs:
+            raise InvalidInput(f"{path}: defines no targets", "see: modelreg targets --help")
+        for name in specs:
+            if not TARGET_NAME_RE.fullmatch(name):
+                raise InvalidInput(
+                    f"{path}: target name {name[:120]!r} must be 1-100 letters, digits, '.', "
+                    "'_' or '-'"
+                )
+            if name in builtin_names():
+                raise InvalidInput(f"{path}: target {name!r} is built in and cannot be redefined")
+        changes = self.store.define_targets(
+            {name: spec_as_json(spec) for name, spec in specs.items()},
+            actor or config.actor(),
+            str(path),
+        )
+        changed = [n for n, c in changes.items() if c != "unchanged"]
+        message = (
+            f"shared through the registry: {', '.join(f'{n} ({changes[n]})' for n in changed)}"
+            if changed
+            else "nothing changed: the registry already has these definitions"
+        )
+        return TargetsChangeOutput(changes=changes, message=message, targets=self.targets().targets)
+
+    def remove_target(
+        self, name: str, *, why: str | None = None, actor: str | None = None
+    ) -> TargetsChangeOutput:
+        """Remove a shared target definition. Evidence gathered on it is kept; records
+        production there read "target no longer defined" until it is defined again."""
+        from modelreg.targets import builtin_names, read_target_specs
+
+        _check_why(why)
+        if name in builtin_names():
+            raise InvalidInput(f"target {name!r} is built in and cannot be removed")
+        # The stored names, not every target resolved: a definition that no longer builds
+        # (a newer field, a bad path) can still be removed.
+        with self.store.read() as reads:
+            shared = {t.name for t in reads.target_specs()}
+        local = self.targets_file or config.targets_file()
+        if name not in shared and name in read_target_specs(local):
+            raise InvalidInput(
+                f"target {name!r} is not shared through the registry: it is defined in {local}",
+                "edit that file to remove it",
+            )
+        with self.store.write() as tx:
+            removed = tx.remove_target(name, actor or config.actor(), why)
+            production = [p.model_id for p in tx.productions(None, name)]
+        if not removed:
+            raise TargetNotFound(name, sorted(shared))
+        message = f"removed shared target {name}"
+        if production:
+            message += (
+                f". WARNING: production records on {name} ({', '.join(production)}) are no "
+                f"longer deployable there until {name} is defined again"
+            )
+        return TargetsChangeOutput(
+            changes={name: "removed"}, message=message, targets=self.targets().targets
+        )
+
+    def create_token(self, name: str, role: str, *, actor: str | None = None) -> TokenCreateOutput:
+        """A new bearer token for ``modelreg serve``. The secret is in this output only; the
+        registry keeps its sha256."""
+        from modelreg.tokens import new_secret, parse_role, parse_token_name, secret_digest
+
+        parse_token_name(name)
+        the_role = parse_role(role)
+        secret = new_secret()
+        stored = self.store.create_token(
+            name, the_role.value, secret_digest(secret), actor or config.actor()
+        )
+        return TokenCreateOutput(token=_token_out(stored), secret=secret)
+
+    def tokens(self) -> TokensOutput:
+        """Every token, revoked ones included (never their secrets)."""
+        with self.store.read() as reads:
+            return TokensOutput(tokens=[_token_out(t) for t in reads.tokens()])
+
+    def revoke_token(self, name: str, *, actor: str | None = None) -> TokenRevokeOutput:
+        """Revoke a token at once: the server refuses it from its next request."""
+        with self.store.write() as tx:
+            before = {t.name: t for t in tx.tokens()}.get(name)
+            stored = tx.revoke_token(name, actor or config.actor())
+        if stored is None or before is None:
+            raise NotFound(f"token {name!r} not found", "list them with: modelreg token list")
+        return TokenRevokeOutput(token=_token_out(stored), changed=before.revoked_at is None)
+
+    def known_token(self, secret: str, generations: dict[str, int]) -> StoredToken | None:
+        """The valid (not revoked) token of ``secret`` from the tokens kept in this process,
+        when ``generations`` (``Store.peek``, just now) says they are current; None otherwise
+        (ask ``authenticate``, which reads them and says why one is refused)."""
+        from modelreg.tokens import secret_digest
+
+        generation = generations.get("tokens")
+        tokens = self.derived.tokens(generation) if generation is not None else None
+        token = tokens.get(secret_digest(secret)) if tokens is not None else None
+        return token if token is not None and token.revoked_at is None else None
+
+    def authenticate(self, secret: str) -> StoredToken:
+        """The token a bearer secret belongs to; ``Unauthorized`` when it is unknown or
+        revoked."""
+        from modelreg.tokens import secret_digest
+
+        # The tokens are read again whenever their generation moved (a create or a revoke
+        # bumps it in its transaction): one statement per request otherwise.
+        named, _ = self.store.peek([])
+        generation = named.get("tokens")
+        tokens = self.derived.tokens(generation) if generation is not None else None
+        if tokens is None:
+            with self.store.read() as reads:
+                generation = reads.generations().get("tokens")
+                tokens = {t.secret_sha256: t for t in reads.tokens()}
+            if generation is not None:  # (no generation row: nothing is kept)
+                self.derived.keep_tokens(generation, tokens)
+        token = tokens.get(secret_digest(secret))
+        if token is None:
+            raise Unauthorized("unknown token", "create one with: modelreg token create NAME")
+        if token.revoked_at is not None:
+            raise Unauthorized(
+                f"token {token.name!r} was revoked on {token.revoked_at:%Y-%m-%d %H:%M} UTC",
+                "ask for a new one: modelreg token create NAME --role ROLE",
+            )
+        return token

@@ -1,0 +1,654 @@
+"""Verify: running the checks on a target and recording their results (local, uploaded)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from modelreg import config, rules
+from modelreg.api.core import Core, _check_uploaded
+from modelreg.api.judging import (
+    _runtime_of,
+    load_suite_ref,
+    suite_in_force,
+    suite_label,
+    trust_policy,
+)
+from modelreg.api.views import (
+    _imported_out,
+    _reason_out,
+    _suite_output,
+    deployability_out,
+    record_out,
+)
+from modelreg.errors import (
+    InvalidInput,
+    NotDeployable,
+)
+from modelreg.fingerprint import Fingerprint, runtime_fingerprint
+from modelreg.rules import (
+    Reason,
+)
+from modelreg.schemas.output import (
+    ImportedRunsOutput,
+    SuiteCaseOutput,
+    SuiteOutput,
+    UploadRunOutput,
+    VerifyOutput,
+    VerifyStaleOutput,
+)
+
+if TYPE_CHECKING:
+    # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
+    # imported: `modelreg inspect` needs no database.
+    from modelreg.progress import ProgressCallback, VerifyProgress
+    from modelreg.record import Record
+    from modelreg.registry.tables import ModelSuiteRow
+    from modelreg.schemas.suite import Suite
+    from modelreg.schemas.verification import CheckResult
+    from modelreg.targets import Target
+    from modelreg.validators.base import VerifyOptions
+    from modelreg.validators.child import RuntimeChild
+
+
+@dataclass(frozen=True)
+class _VerifyPlan:
+    options: VerifyOptions
+    suite: Suite | None
+    reference: Record | None
+    private_key: Any
+    # A suite given for this run that is not the one in force: recorded, never counted.
+    exploratory: bool = False
+
+
+class Verify(Core):
+    """Verify: running the checks on a target and recording their results (local, uploaded)."""
+
+    def verify(
+        self,
+        ref: str,
+        target: str = "cpu",
+        *,
+        path: Path | None = None,
+        options: VerifyOptions | None = None,
+        suite: str | Path | None = None,
+        reference: str | None = None,
+        sign_key: Path | None = None,
+        actor: str | None = None,
+        warm_llama_child: RuntimeChild | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> VerifyOutput:
+        """Run the record's required checks on ``target``, store every result with its
+        evidence and fingerprint, and say whether it is now deployable there.
+
+        ``path``: where the files are on this host, if not where they were added.
+        ``suite``: a golden suite file (or "default-chat") for this run only; else the suite
+        attached to the model, else the target's, else the golden prompts / Paris check. A run
+        counts only under the suite in force.
+        ``reference``: a record of the same tokenizer to measure agreement against (greedy
+        top-1 and mean KL over a fixed text), judged by the suite's agreement thresholds.
+        ``sign_key`` (or ``$MODELREG_SIGNING_KEY``): sign the run as an in-toto statement.
+        ``warm_llama_child``: a llama.cpp child started early (see the CLI); used or killed.
+        ``progress``: called with a ``modelreg.progress.ProgressEvent`` as each check starts
+        and ends (and per suite case where one is observable); None: silent.
+
+        A held or retired record is refused (``NotDeployable``) before anything runs: its
+        evidence could not make it deployable, and a generation would only waste the time.
+        """
+        from modelreg.progress import VerifyProgress
+
+        watcher = VerifyProgress(progress)
+        try:
+            the_target = self.target(target)
+            with self.store.read() as reads:
+                record = reads.record(ref)
+                # Refused here, before any check or runtime child runs. (The locked write
+                # below judges the state again: a hold that lands mid-run still makes it
+                # undeployable.)
+                state = reads.state(record.id)
+                attached = reads.model_suites().get(record.model_id)
+                signatures = reads.artifact_signatures(record.id)
+            lifecycle = rules.state_reason(record.id, state)
+            if lifecycle is not None:
+                hint = (
+                    f"release it first: {lifecycle.hint}"
+                    if lifecycle.hint
+                    else "a retired record stays retired; verify a newer one: modelreg list "
+                    f"--model {record.model_id}"
+                )
+                message = f"{lifecycle.message} (verify runs nothing for a {state.state} record)"
+                raise NotDeployable(record.id, target, [Reason(lifecycle.code, message, hint)])
+            from modelreg.validators.base import locate_files
+
+            files = locate_files(record, path)
+            reference_record = self.get(reference) if reference is not None else None
+            plan = self._verify_plan(
+                record, the_target, options, suite, attached, reference_record, sign_key
+            )
+        except BaseException:
+            if warm_llama_child is not None:
+                warm_llama_child.discard()
+            raise
+        return self._verify(
+            record, the_target, files, plan, signatures, actor, warm_llama_child, watcher
+        )
+
+    def _verify_plan(
+        self,
+        record: Record,
+        target: Target,
+        options: VerifyOptions | None,
+        suite: str | Path | None,
+        attached: ModelSuiteRow | None,
+        reference_record: Record | None,
+        sign_key: Path | None,
+    ) -> _VerifyPlan:
+        """Everything a verify needs decided before any check runs (bad input: exit 2 now)."""
+        import os
+
+        from modelreg.manifests.neuron_fit import recommended_verify_timeout
+        from modelreg.validators.base import VerifyOptions
+
+        options = options or VerifyOptions()
+        if options.context is not None and target.serving is not None:
+            # What is verified is what serves: a target that declares its serving context is
+            # checked at that context, never at another one asked for this run.
+            raise InvalidInput(
+                f"context {options.context}: target {target.name} declares what it serves "
+                f"({target.serving.describe()}), and verify checks that",
+                "leave the context out, or change serving in the target's definition",
+            )
+        if options.timeout_seconds is None:
+            # A Neuron cold start is minutes (the seed's bundle: 112 s neff load, 491 s cold
+            # start); the target kind's default is raised to cover the bundle's measured one.
+            seconds, _why = recommended_verify_timeout(record.manifest, target)
+            options = dataclasses.replace(options, timeout_seconds=seconds)
+        # The suite this run evaluates is the one its fingerprint names: ``suite``, else one
+        # given in ``options`` (library callers), else the suite in force.
+        in_force = suite_in_force(attached, target)
+        given = load_suite_ref(suite) if suite is not None else options.suite
+        chosen: Suite | None = given if given is not None else in_force
+        # A one-off: a suite given for this run that is not the one in force. It is recorded
+        # and shown, and decides nothing (the README's promise for `verify --suite`).
+        exploratory = given is not None and suite_label(given) != suite_label(in_force)
+        options = dataclasses.replace(options, suite=chosen)
+        if reference_record is not None and reference_record.id == record.id:
+            raise InvalidInput("`reference` must name another record than the one verified")
+        # $MODELREG_SIGNING_KEY: a key file's path or the PEM itself (kept as a string).
+        key_path: Path | str | None = sign_key or (os.environ.get("MODELREG_SIGNING_KEY") or None)
+        private_key = None
+        if key_path is not None:
+            from modelreg.signing import load_private_key
+
+            private_key = load_private_key(key_path)
+        return _VerifyPlan(options, chosen, reference_record, private_key, exploratory)
+
+    def _verify(
+        self,
+        record: Record,
+        target: Target,
+        files: dict[str, Path],
+        plan: _VerifyPlan,
+        signatures: list[dict[str, Any]],
+        actor: str | None,
+        warm_llama_child: RuntimeChild | None = None,
+        progress: VerifyProgress | None = None,
+    ) -> VerifyOutput:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from modelreg.validators.staging import stage, unrecorded_runtime_files
+        from modelreg.validators.verify import (
+            agreement_unmeasured,
+            bind_to_staging,
+            reference_check,
+            run_checks,
+        )
+
+        unrecorded = []
+        if record.format == "safetensors":
+            directories = {p.parent for p in files.values()}
+            recorded = set(files)
+            unrecorded = sorted(
+                name for d in directories for name in unrecorded_runtime_files(d, recorded)
+            )
+        # The checks see a private view of exactly the record's files: the bytes the digest
+        # check hashes are the bytes the runtime loads, and nothing else is there to load.
+        with stage(files) as staged, ThreadPoolExecutor(1, "fingerprint") as beside:
+            # What the run's fingerprint needs that no check decides (package versions, the
+            # llama.cpp build's library digests, the CPU flags; all memoized) is worked out
+            # while the model loads. The fingerprint itself is made from the evidence after
+            # every check is in (``_record_results``).
+            beside.submit(
+                runtime_fingerprint, target, _runtime_of(record), suite=suite_label(plan.suite)
+            )
+            results = run_checks(
+                record,
+                target,
+                {**files, **staged.files},
+                plan.options,
+                warm_llama_child,
+                artifact_signatures=signatures,
+                progress=progress,
+            )
+            if plan.reference is not None:
+                results.append(reference_check(record, plan.reference, staged.files, plan))
+            elif (unmeasured := agreement_unmeasured(plan.suite)) is not None:
+                results.append(unmeasured)
+            results = bind_to_staging(results, staged.changes(), unrecorded)
+        return self._record_results(record, target, results, plan, actor)
+
+    def _record_results(
+        self,
+        record: Record,
+        target: Target,
+        results: list[CheckResult],
+        plan: _VerifyPlan,
+        actor: str | None,
+    ) -> VerifyOutput:
+        """verify's write half: the run's fingerprint (the inference runtime's libraries from
+        the evidence), its signature, the one-off rule, and the row and event — stored and
+        judged in one locked transaction. (The rules' state-machine test drives verify
+        through here with synthetic check results.)"""
+        from modelreg import host
+        from modelreg.fingerprint import is_inference_library, libraries_of
+        from modelreg.registry.store import new_run_id
+        from modelreg.validators.verify import exercised_runtime, measured_memory
+
+        # Declared ⇒ exercised: a pass of the bundled runtime says nothing of a declared other.
+        results = exercised_runtime(results, target)
+        # Memory on the larger of measured and estimated, at the context the target serves.
+        results = measured_memory(results, target)
+
+        # Every mapped object stays in the evidence; the fingerprint names the runtime's own.
+        libraries = sorted(
+            {
+                lib
+                for r in results
+                for lib in r.evidence.get("mapped_libraries", [])
+                if is_inference_library(lib)
+            }
+        )
+        fingerprint = runtime_fingerprint(
+            target,
+            _runtime_of(record),
+            libraries=libraries,
+            suite=suite_label(plan.suite),
+        )
+        verdict = rules.run_verdict(
+            (r.check, r.required, r.outcome, r.classification) for r in results
+        )
+        run_id = new_run_id()
+        hostname = host.hostname()
+        envelope, signer = None, None
+        if plan.private_key is not None:
+            envelope, signer = self._sign_run(
+                record, target.name, run_id, hostname, results, fingerprint, plan.private_key
+            )
+        actor = actor or config.actor()
+        with self.store.locked(record.model_id) as tx:
+            judge = self.judge(tx)
+            tx.save_run(
+                record,
+                target.name,
+                results,
+                hostname,
+                fingerprint,
+                run_id=run_id,
+                envelope=envelope,
+                signer_key_id=signer,
+                exploratory=plan.exploratory,
+            )
+            tx.event(
+                "verify",
+                actor,
+                record.id,
+                target.name,
+                None,
+                {
+                    "run_id": run_id,
+                    "passed": verdict.passed,
+                    "blocking": [b.describe() for b in verdict.blocking],
+                    "checks": {r.check: r.outcome.value for r in results},
+                    "signed_by": signer,
+                    "suite": suite_label(plan.suite),
+                    "libraries": len(libraries_of(fingerprint)),
+                    "exploratory": plan.exploratory,
+                },
+            )
+            state = tx.state(record.id)
+            deployable = judge.verdict(
+                record, target.name, state, tx.latest_runs([record.id], target.name)[record.id]
+            )
+            files_out = tx.files([record.id])[record.id]
+        return VerifyOutput(
+            record=record_out(record, files_out, state),
+            target=target.name,
+            run_id=run_id,
+            passed=verdict.passed,
+            deployability=deployability_out(deployable),
+            checks=list(results),
+            signed_by=signer,
+            exploratory=plan.exploratory,
+        )
+
+    def _sign_run(
+        self,
+        record: Record,
+        target: str,
+        run_id: str,
+        hostname: str,
+        results: Sequence[CheckResult],
+        fingerprint: Fingerprint,
+        private_key: Any,
+    ) -> tuple[dict[str, Any], str]:
+        from datetime import UTC, datetime
+
+        from modelreg.signing import key_id, run_statement, sign_statement
+
+        with self.store.read() as reads:
+            files = reads.files([record.id])[record.id]
+        statement = run_statement(
+            record_id=record.id,
+            model_id=record.model_id,
+            target=target,
+            run_id=run_id,
+            host=hostname,
+            file_digests={f.path: f.sha256 for f in files},
+            checks=[r.model_dump(mode="json") for r in results],
+            fingerprint=fingerprint,
+            signed_at=datetime.now(UTC).isoformat(),
+        )
+        return sign_statement(statement, private_key), key_id(private_key.public_key())
+
+    def stale(self, target: str) -> list[Record]:
+        """Records whose latest run on ``target`` passed under a runtime that has since
+        changed."""
+        self.target(target)
+        with self.store.read() as reads:
+            records = reads.records(verified_on=target)
+            ids = [r.id for r in records]
+            states, runs = reads.states(ids), reads.latest_runs(ids, target)
+            judge = self.judge(reads)
+        return [
+            r
+            for r in records
+            if judge.verdict(r, target, states.get(r.id, rules.ACTIVE), runs[r.id]).stale
+        ]
+
+    def verify_stale(
+        self,
+        target: str,
+        *,
+        options: VerifyOptions | None = None,
+        sign_key: Path | None = None,
+        actor: str | None = None,
+    ) -> VerifyStaleOutput:
+        """Re-verify every record whose evidence on ``target`` is stale, where it was added."""
+        runs, skipped = [], []
+        for record in self.stale(target):
+            # A held or retired record is refused before anything runs (``verify``): no
+            # evidence could make it deployable. Said in the output, never silently dropped.
+            try:
+                runs.append(
+                    self.verify(record.id, target, options=options, sign_key=sign_key, actor=actor)
+                )
+            except NotDeployable as exc:
+                skipped += [_reason_out(r) for r in exc.reasons]
+        return VerifyStaleOutput(target=target, runs=runs, skipped=skipped)
+
+    def attach_suite(
+        self, model_id: str, suite_ref: str | Path, *, actor: str | None = None
+    ) -> SuiteOutput:
+        """Attach a golden suite to a model: every verify of its records runs it, and runs
+        under any other suite stop counting ("stale: suite changed")."""
+        self._require_model(model_id)
+        suite = load_suite_ref(suite_ref)
+        with self.store.locked(model_id) as tx:
+            tx.attach_suite(suite.model_dump_json(), suite.digest(), actor or config.actor())
+        return _suite_output(model_id, "attach", suite, f"{model_id} now runs suite {suite.name}")
+
+    def detach_suite(self, model_id: str, *, actor: str | None = None) -> SuiteOutput:
+        """Detach the model's suite (its target's suite, or the golden prompts, apply again)."""
+        self._require_model(model_id)
+        with self.store.locked(model_id) as tx:
+            detached = tx.detach_suite(actor or config.actor())
+        message = (
+            f"{model_id} has no suite of its own now"
+            if detached
+            else f"{model_id} had no suite attached; nothing changed"
+        )
+        return _suite_output(model_id, "detach", None, message)
+
+    def suite_add_case(
+        self, suite_path: Path, run_id: str, *, case_id: str | None = None
+    ) -> SuiteCaseOutput:
+        """Turn failing outputs of a stored run into regression cases appended to a suite
+        file (``modelreg suite add-case SUITE --from-run RUN``)."""
+        from modelreg.schemas.suite import SuiteResult
+        from modelreg.suites import append_case, load_suite, regression_case
+
+        load_suite(suite_path)  # refuse a malformed suite before reading the run
+        with self.store.read() as reads:
+            found = reads.run(run_id.strip())
+            checks = reads.run_checks(found.run_id) if found is not None else []
+        if found is None:
+            raise InvalidInput(
+                f"run {run_id!r} not found", "run ids are in: modelreg show RECORD --json"
+            )
+        results = [v for v in checks if "suite_result" in v.result.evidence]
+        if not results:
+            raise InvalidInput(f"run {run_id} ran no suite (no generation check)")
+        result = SuiteResult.model_validate(results[0].result.evidence["suite_result"])
+        cases = [c for c in result.cases if (c.case_id == case_id if case_id else not c.passed)]
+        if not cases:
+            raise InvalidInput(
+                f"run {run_id} has no {'case ' + repr(case_id) if case_id else 'failing case'}",
+                "name a case with `case_id`",
+            )
+        origin = f"run {found.run_id} of {found.record_id} on {found.target}"
+        suite = None
+        added = []
+        for case in cases:
+            new_case = regression_case(case, origin=origin)
+            suite = append_case(suite_path, new_case)
+            added.append(new_case.id)
+        assert suite is not None
+        return SuiteCaseOutput(
+            suite=str(suite_path),
+            run_id=found.run_id,
+            added=added,
+            sha256=suite.digest(),
+            message=f"added {len(added)} regression case(s) to {suite_path}; its digest is "
+            "new, so earlier runs under it stop counting",
+        )
+
+    def upload_run(
+        self,
+        ref: str,
+        target: str,
+        checks: Sequence[CheckResult],
+        *,
+        host: str,
+        fingerprint: dict[str, str],
+        envelope: dict[str, Any] | None = None,
+        actor: str | None = None,
+    ) -> UploadRunOutput:
+        """Keep a verification run produced elsewhere (``verify --sign-key`` on a target host,
+        sent over HTTP). It is stored as *uploaded* evidence and counts by the same rule as
+        any other run: only when the target trusts verifier keys and ``envelope`` — the run's
+        DSSE-signed statement (``attest --json``) — verifies with one of them and covers
+        exactly these checks, this fingerprint and this record's files.
+
+        Refused (nothing stored): an envelope whose statement is not this run's (record,
+        target, outcomes, fingerprint, files, host, summaries, evidence); on a target that
+        trusts verifier keys, an envelope no trusted key signed. Unsigned uploads are kept as
+        history, never a pass."""
+        from datetime import UTC, datetime
+
+        from sqlalchemy.exc import IntegrityError as RowConflict
+
+        from modelreg.registry.store import new_run_id
+        from modelreg.signing import (
+            SKEW,
+            SignatureInvalid,
+            run_details_problem,
+            run_envelope_statement,
+            run_statement_problem,
+            signed_time_problem,
+            verify_envelope,
+        )
+
+        the_target = self.target(target)
+        with self.store.read() as reads:
+            record = reads.record(ref)
+            files = {f.path: f.sha256 for f in reads.files([record.id])[record.id]}
+        _check_uploaded(checks)
+        from modelreg.validators.verify import uploaded_served_problem
+
+        served = uploaded_served_problem(checks, the_target)
+        if served is not None:
+            raise InvalidInput(
+                f"the run's host-compat passed on {target} without what it serves measured: "
+                f"{served}",
+                "verify on the target's host with this modelreg (it measures the served context)",
+            )
+        now = datetime.now(UTC)
+        future = [c.finished_at for c in checks if c.finished_at.astimezone(UTC) > now + SKEW]
+        if future:
+            latest = max(future).astimezone(UTC)
+            raise InvalidInput(
+                f"the run claims a check finished at {latest:%Y-%m-%d %H:%M:%S} UTC, in the "
+                "future: refused",
+                "upload runs as verify wrote them",
+            )
+        run_id = new_run_id()
+        trust = trust_policy(the_target)  # decides what is refused; judged again below
+        signer = None
+        if envelope is not None:
+            try:
+                statement = run_envelope_statement(envelope)
+            except SignatureInvalid as exc:
+                raise InvalidInput(f"the run's envelope: {exc.message}") from None
+            run_id = statement["predicate"]["run_id"]
+            uploaded = rules.StoredRun(
+                run_id,
+                tuple(
+                    rules.CheckVerdict(
+                        c.check,
+                        c.required,
+                        c.outcome.value,
+                        c.classification,
+                        c.finished_at,
+                        run_id,
+                        fingerprint,
+                    )
+                    for c in checks
+                ),
+                "uploaded",
+                envelope,
+            )
+            problem = (
+                run_statement_problem(statement, record.id, target, uploaded, files)
+                or run_details_problem(statement, host, [(c.summary, c.evidence) for c in checks])
+                or signed_time_problem(statement, [c.finished_at for c in checks], now)
+            )
+            if problem is not None:
+                raise InvalidInput(f"the run's envelope is not this run's: {problem}")
+            if trust.verifier_keys:
+                try:
+                    signer = verify_envelope(envelope, dict(trust.verifier_keys))[1]
+                except SignatureInvalid as exc:
+                    raise InvalidInput(
+                        f"the run's signature: {exc.message}",
+                        f"{target} counts runs signed by its verifier keys only",
+                    ) from None
+        actor = actor or config.actor()
+        try:
+            with self.store.locked(record.model_id) as tx:
+                existing = tx.run(run_id)
+                if existing is not None:
+                    raise InvalidInput(
+                        f"run {run_id} is already stored", f"modelreg show {existing.record_id}"
+                    )
+                tx.save_run(
+                    record,
+                    target,
+                    checks,
+                    host,
+                    fingerprint,
+                    run_id=run_id,
+                    origin="uploaded",
+                    origin_detail=f"uploaded by {actor}",
+                    envelope=envelope,
+                    signer_key_id=signer,
+                )
+                tx.event(
+                    "upload-run",
+                    actor,
+                    record.id,
+                    target,
+                    None,
+                    {
+                        "run_id": run_id,
+                        "host": host,
+                        "checks": {c.check: c.outcome.value for c in checks},
+                        "signed": envelope is not None,
+                        "signed_by": signer,
+                    },
+                )
+                state = tx.state(record.id)
+                verdict = self.judge(tx).verdict(
+                    record, target, state, tx.latest_runs([record.id], target)[record.id]
+                )
+                (run,) = [r for r in tx.foreign_runs(record.id) if r.run_id == run_id]
+        except RowConflict:
+            # The same signed run sent twice at once: one is stored, the other refused.
+            raise InvalidInput(f"run {run_id} is already stored") from None
+        counted = verdict.run_id == run_id
+        if counted:
+            message = f"run {run_id} (signed by trusted key {signer}) decides {record.id} there"
+        elif not trust.verifier_keys:
+            message = (
+                f"run {run_id} kept for {record.id} as history: {target} trusts no verifier "
+                "keys, so only runs of this registry's own verify count there (add "
+                "trust.verifier_keys to its definition to count signed uploads)"
+            )
+        elif envelope is None:
+            message = (
+                f"run {run_id} kept for {record.id} as unsigned history: it does not count "
+                f"towards deployability (sign it on the target host: modelreg verify "
+                f"{record.id} --target {target} --sign-key KEY.pem)"
+            )
+        else:
+            message = f"run {run_id} kept; it does not decide {record.id} there: " + (
+                verdict.summary if not verdict.deployable else "a newer run does"
+            )
+        return UploadRunOutput(
+            record_id=record.id,
+            run=_imported_out(run, counted),
+            deployability=deployability_out(verdict),
+            message=message,
+        )
+
+    def imported_runs(self, ref: str) -> ImportedRunsOutput:
+        """The record's runs this registry's verify did not produce (imported from a file or
+        uploaded), newest first, each with whether it is the run that decides deployability
+        on its target now."""
+        with self.store.read() as reads:
+            record = reads.record(ref)
+            runs = reads.foreign_runs(record.id)
+            targets = sorted({r.target for r in runs})
+            latest = reads.latest_runs_on([record.id], targets)
+            state = reads.state(record.id)
+            judge = self.judge(reads)
+        deciding = {
+            t: judge.verdict(record, t, state, latest.get((record.id, t), [])).run_id
+            for t in targets
+        }
+        return ImportedRunsOutput(
+            record_id=record.id,
+            runs=[_imported_out(r, deciding.get(r.target) == r.run_id) for r in runs],
+        )
