@@ -119,7 +119,7 @@ def _overhead(url: str) -> list[dict[str, Any]]:
         ("the golden prompt", ctx.options),
         ("the default chat suite", dataclasses.replace(ctx.options, suite=default_suite())),
     ):
-        ctx = dataclasses.replace(ctx, options=options, shared={})
+        ctx = dataclasses.replace(ctx, options=options, llama=None, warm_llama_child=None)
         suite = smoke_suite(ctx)
         ours: list[float] = []
         raw: list[float] = []
