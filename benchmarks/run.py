@@ -147,8 +147,9 @@ _NOTES = """
   record's files at its locations (the gate passes only fetchable bytes) and encodes the kept
   JSON. Measured in process on PostgreSQL (20,000 records), one model's `status_json` from the
   kept derivation takes 0.36 ms and a gate 0.40 ms, of the 0.62 ms server CPU per request;
-  the ceiling does none of it (0.14 ms), and PostgreSQL's CPU shares the 2 cores. A LISTEN/NOTIFY invalidation would remove the round
-  trip but answer from a cache a notification may not yet have reached.
+  the ceiling does none of it (0.14 ms), and PostgreSQL's CPU shares the 2 cores. A
+  LISTEN/NOTIFY invalidation would remove the round trip but answer from a cache a
+  notification may not yet have reached.
 - Peak RSS under load (target ≤ 1/10 of MLflow's, not met: 0.16×, 504 MB vs 3,238 MB): each of
   the two workers keeps the derivations of all 5,000 production entries (rows, verdicts and
   each entry's output and JSON) — ~100 MB per worker more than before, the price of not
