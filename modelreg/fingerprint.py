@@ -96,10 +96,8 @@ def _digest(parts: list[bytes]) -> str:
 
 def llama_build_digest() -> str:
     """Digest of the compiled llama.cpp libraries bundled with llama-cpp-python."""
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or not spec.submodule_search_locations:
-        return "not installed"
-    return libraries_digest(Path(next(iter(spec.submodule_search_locations))) / "lib")
+    lib = _llama_lib_dir()
+    return "not installed" if lib is None else libraries_digest(lib)
 
 
 def libraries_digest(lib: Path) -> str:

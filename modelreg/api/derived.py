@@ -188,8 +188,8 @@ class Derived:
         with self._lock:
             if self.enabled and self._assessment is not None and self._assessment[0] == key:
                 return self._assessment[1]
-        assessment = Assessment(targets())
-        if key is not None and self.enabled:
+        assessment = Assessment(targets(), kept=key is not None and self.enabled)
+        if assessment.kept:
             with self._lock:
                 self._assessment = (key, assessment)
                 self._models.clear()

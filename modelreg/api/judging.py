@@ -83,8 +83,11 @@ class Assessment:
     runtime upgrade, a new key or an edited suite file counts at once, also in a long-lived
     server."""
 
-    def __init__(self, targets: dict[str, Target]) -> None:
+    def __init__(self, targets: dict[str, Target], *, kept: bool = False) -> None:
         self.targets = targets
+        # Kept across calls (``derived``): what it worked out is reused only while the files
+        # it came from are unchanged. A decision's own (not kept) is used once: nothing to check.
+        self.kept = kept
         self.fingerprints: dict[Hashable, tuple[Hashable, Fingerprint]] = {}
         self.trust: dict[str, tuple[Hashable, rules.TrustPolicy]] = {}
         self.labels: dict[Hashable, tuple[Hashable, str | None]] = {}
@@ -141,6 +144,10 @@ class Judge:
     def _memo(
         self, memo: dict[Any, tuple[Hashable, Any]], key: Hashable, dependency: Hashable, make: Any
     ) -> Any:
+        if not self._assessment.kept:
+            if key not in memo:
+                memo[key] = (None, make())
+            return memo[key][1]
         self.used.add(dependency)
         signature = self.signature(dependency)
         found = memo.get(key)

@@ -18,7 +18,7 @@ from modelreg.api.views import (
     _runs_out,
     _total_parameters,
     deployability_out,
-    event_summary,
+    event_out,
     promotion_out,
     record_out,
 )
@@ -39,7 +39,6 @@ from modelreg.schemas.output import (
     CardValidateOutput,
     DbCheckOutput,
     DiffOutput,
-    EventOut,
     ExportOutput,
     FetchedFileOut,
     FetchOutput,
@@ -249,20 +248,7 @@ class Records(Deploy):
             events = reads.events(model_id)
         return HistoryOutput(
             model_id=model_id,
-            events=[
-                EventOut(
-                    id=e.id,
-                    at=e.at,
-                    actor=e.actor,
-                    kind=e.kind,
-                    record_id=e.record_id,
-                    target=e.target,
-                    why=e.why,
-                    summary=event_summary(e.kind, e.detail),
-                    detail=e.detail,
-                )
-                for e in events
-            ],
+            events=[event_out(e) for e in events],
         )
 
     def manifest_of(self, ref: str) -> tuple[str, Manifest]:

@@ -17,6 +17,7 @@ from modelreg.schemas.output import (
     CardFinding,
     CardValidateOutput,
     DeployabilityOut,
+    EventOut,
     FileOut,
     GateOutput,
     ImportedRunOut,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     # imported: `modelreg inspect` needs no database.
     from modelreg.record import Record
     from modelreg.registry.store import (
+        Event,
         ForeignRun,
         Promotion,
         StoredFile,
@@ -94,6 +96,20 @@ def record_out(record: Record, files: Sequence[StoredFile], state: RecordState) 
         hold_reasons=list(record.hold_reasons),
         created_at=record.created_at,
         created_by=record.created_by,
+    )
+
+
+def event_out(e: Event) -> EventOut:
+    return EventOut(
+        id=e.id,
+        at=e.at,
+        actor=e.actor,
+        kind=e.kind,
+        record_id=e.record_id,
+        target=e.target,
+        why=e.why,
+        summary=event_summary(e.kind, e.detail),
+        detail=e.detail,
     )
 
 

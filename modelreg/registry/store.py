@@ -980,9 +980,10 @@ class Writes(Reads):
             self.session.add(ModelRow(model_id=manifest.model_id, created_at=now))
             self.session.flush()
         rows = record_rows(manifest, manifest.record_id, identity, str(root), now, actor)
-        for row in rows:  # the record first: its files refer to it
-            self.session.add(row)
-            self.session.flush()
+        self.session.add(rows[0])
+        self.session.flush()  # the record first: its files refer to it
+        self.session.add_all(rows[1:])
+        self.session.flush()
         self.session.add(
             event_row(
                 "add",
