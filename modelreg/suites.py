@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,9 @@ from pydantic import ValidationError
 
 from modelreg.boundedfile import read_bounded
 from modelreg.errors import InvalidArtifact, InvalidInput
+from modelreg.rules import GateTerms
 from modelreg.safeyaml import load_yaml, read_yaml_file
-from modelreg.schemas.suite import Case, CaseResult, Suite
+from modelreg.schemas.suite import Case, CaseResult, Suite, SuiteResult, Thresholds
 from modelreg.textsafe import for_terminal
 
 MAX_SUITE_BYTES = 1 << 20
@@ -191,3 +193,115 @@ def append_case(path: Path, case: Case) -> Suite:
         Path(temporary).unlink(missing_ok=True)
         raise
     return wanted
+
+
+# ---------------------------------------------------------------------------- gate terms
+
+
+def _case_digest(case: CaseResult) -> str:
+    asked = [
+        case.prompt,
+        case.chat,
+        case.max_tokens,
+        case.subset,
+        case.expect.model_dump(mode="json"),
+    ]
+    return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def gate_terms(result: SuiteResult, target: str) -> GateTerms:
+    """What ``result`` was judged against (``rules.GateTerms``): from the result alone, so a
+    run's terms never depend on a suite file that may have changed since."""
+    limits: dict[str, float] = {}
+    for gate in result.gates:
+        key = f"{gate.gate}@{gate.target}" if gate.target is not None else gate.gate
+        limits[key] = gate.limit
+    return GateTerms(
+        suite=f"{result.suite_name} sha256:{result.suite_digest[:16]}",
+        target=target,
+        passed=result.passed,
+        min_pass_rate=result.min_pass_rate,
+        subsets={s.subset: s.min_pass_rate for s in result.subsets if s.min_pass_rate is not None},
+        limits=limits,
+        cases={c.case_id: _case_digest(c) for c in result.cases},
+    )
+
+
+def run_gate_terms(
+    evidence: Iterable[tuple[bool, dict[str, Any]]], target: str
+) -> GateTerms | None:
+    """The terms of a run from its checks' (required, evidence): the first required check
+    with a suite result (None: the run judged no suite)."""
+    for required, found in evidence:
+        if required and isinstance(found.get("suite_result"), dict):
+            try:
+                result = SuiteResult.model_validate(found["suite_result"])
+            except ValidationError:
+                return None
+            return gate_terms(result, target)
+    return None
+
+
+# ---------------------------------------------------------------------------- versions
+
+
+def _case_changes(old: Case, new: Case) -> list[str]:
+    fields = ("prompt", "subset", "max_tokens", "chat")
+    changed = [f for f in fields if getattr(old, f) != getattr(new, f)]
+    if old.expect != new.expect:
+        changed.append(f"expect {old.expect.describe()} → {new.expect.describe()}")
+    return changed
+
+
+def suite_changes(old: Suite | None, new: Suite | None) -> tuple[list[str], list[str]]:
+    """What changed from one version of a model's suite to the next, one line each, and the
+    lines of those that weaken the gate (a lower pass rate, a looser or removed limit, a
+    removed or changed case — a changed case cannot be told stricter in general)."""
+    if old is None or new is None:
+        if old is None and new is None:
+            return [], []
+        if new is None:
+            assert old is not None
+            line = f"suite {old.name} detached ({len(old.cases)} cases)"
+            return [line], [line]
+        return [f"suite {new.name} attached ({len(new.cases)} cases)"], []
+    changes: list[str] = []
+    weaker: list[str] = []
+    if old.name != new.name:
+        changes.append(f"name {old.name} → {new.name}")
+    before, after = old.thresholds.model_dump(), new.thresholds.model_dump()
+    for key in Thresholds.model_fields:
+        if key == "subsets":
+            continue
+        was, now = before[key], after[key]
+        if was == now:
+            continue
+        line = f"{key} {'none' if was is None else was} → {'none' if now is None else now}"
+        changes.append(line)
+        if was is not None and (
+            now is None or (now > was if key.startswith("max_") else now < was)
+        ):
+            weaker.append(line)
+    for subset in sorted(before["subsets"].keys() | after["subsets"].keys()):
+        was, now = before["subsets"].get(subset), after["subsets"].get(subset)
+        if was == now:
+            continue
+        line = f"subset {subset} min_pass_rate {was} → {now}"
+        changes.append(line)
+        if was is not None and (now is None or now < was):
+            weaker.append(line)
+    old_cases = {c.id: c for c in old.cases}
+    new_cases = {c.id: c for c in new.cases}
+    for case_id in sorted(old_cases.keys() - new_cases.keys()):
+        line = f"case {case_id} removed"
+        changes.append(line)
+        weaker.append(line)
+    for case_id in sorted(new_cases.keys() - old_cases.keys()):
+        changes.append(f"case {case_id} added")
+    for case_id in sorted(old_cases.keys() & new_cases.keys()):
+        changed = _case_changes(old_cases[case_id], new_cases[case_id])
+        if changed:
+            line = f"case {case_id} changed: {', '.join(changed)}"
+            changes.append(line)
+            weaker.append(line)
+    return changes, weaker

@@ -12,6 +12,12 @@ from typing import Any
 import numpy as np
 from gguf import GGUFWriter
 
+from modelreg.bundled import SMOLLM2_BASE
+
+# The bundled SmolLM2 file's base model at its revision, given the way users give it: without
+# it a record of the quantized file is held (provenance_unknown).
+SMOL_BASE = ("--base-model", SMOLLM2_BASE)
+
 
 def write_gguf(
     path: Path,

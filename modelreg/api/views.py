@@ -152,6 +152,22 @@ def _event_summary(kind: str, detail: dict[str, Any]) -> str:
             else "unsigned: never counted"
         )
         return f"uploaded run from {detail.get('host')} ({checks}): {trust}"
+    if kind in ("suite-attach", "suite-detach"):
+        sha = str(detail.get("suite_sha256", ""))[:16]
+        said = f"suite {detail.get('name') or ''} sha256:{sha}".replace("  ", " ")
+        if detail.get("changes"):
+            said += ": " + "; ".join(detail["changes"])
+        if detail.get("weakens"):
+            said += " — WEAKENS: " + "; ".join(detail["weakens"])
+        return said
+    if kind == "rollback-drill":
+        cases = ", ".join(f"{c} {o}" for c, o in sorted(detail.get("cases", {}).items()))
+        said = "passed" if detail.get("passed") else "FAILED"
+        return f"drill run {detail.get('run_id')}: {said}" + (f" ({cases})" if cases else "")
+    if kind == rules.RELAXATION_ACCEPTED:
+        changes = detail.get("changes", [])
+        shown = "; ".join(f"{c['what']} {c['before']} → {c['after']}" for c in changes)
+        return f"accepted a gate relaxed after failure: {shown}"
     if kind == "hold" and detail.get("rolled_back_to"):
         return f"rolled back from (to {detail['rolled_back_to']} on {detail.get('target')})"
     return ""
@@ -248,9 +264,15 @@ def _bits_per_weight(record: Record) -> float | None:
 
 
 def _suite_output(
-    model_id: str | None, action: str, suite: Suite | None, message: str
+    model_id: str | None,
+    action: str,
+    suite: Suite | None,
+    message: str,
+    changes: tuple[list[str], list[str]] = ([], []),
 ) -> SuiteOutput:
     return SuiteOutput(
+        changes=changes[0],
+        weakens=changes[1],
         model_id=model_id,
         action="attach" if action == "attach" else "detach" if action == "detach" else "check",
         name=suite.name if suite else None,

@@ -69,7 +69,8 @@ def render(
     json_out: JsonOption = False,
 ) -> int:
     """Write the card section a publisher needs: identity and pin, license, parameter ledger
-    with provenance, quantization and real bits per weight, digests, where it was verified."""
+    with provenance, quantization and real bits per weight, digests, where it was verified,
+    where it is production with its approval (owner, known limitations, re-test date)."""
     result = registry(ctx).card_render(record_ref, output)
     if json_out:
         emit(result)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -28,7 +29,9 @@ from modelreg.progress import ProgressMode
 if TYPE_CHECKING:
     from modelreg.progress import ProgressCallback, ProgressEvent
     from modelreg.schemas.output import (
+        ApprovalOut,
         DeployedOut,
+        DrillOut,
         RollbackOutput,
         StateChangeOutput,
         StatusOutput,
@@ -236,22 +239,77 @@ def verify(
     return 0 if report.deployability.deployable else 1
 
 
+def _day(option: str, value: str | None) -> date | None:
+    """A YYYY-MM-DD option as a date (bad input: one line, exit 2)."""
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidInput(f"{option} {value[:40]!r} is not a day: give YYYY-MM-DD") from None
+
+
+def _approval_text(approval: ApprovalOut) -> str:
+    parts = []
+    if approval.owner:
+        parts.append(f"owner {approval.owner}")
+    if approval.retest_by:
+        overdue = " (OVERDUE)" if approval.retest_overdue else ""
+        parts.append(f"re-test by {approval.retest_by.isoformat()}{overdue}")
+    parts += [f"known limitation: {text}" for text in approval.limitations]
+    return "; ".join(parts)
+
+
 @app.command()
 def promote(
     ctx: typer.Context,
     record_ref: RecordArg,
     target: TargetOption,
     why: WhyOption = None,
+    owner: Annotated[
+        str | None, typer.Option("--owner", help="Who answers for this release (kept with it).")
+    ] = None,
+    limitation: Annotated[
+        list[str] | None,
+        typer.Option("--limitation", help="A known limitation of this release (repeat for more)."),
+    ] = None,
+    retest_by: Annotated[
+        str | None,
+        typer.Option(
+            "--retest-by",
+            metavar="YYYY-MM-DD",
+            help="The day it must be tested again by; status says when that day has passed.",
+        ),
+    ] = None,
+    accept_relaxed_gate: Annotated[
+        bool,
+        typer.Option(
+            "--accept-relaxed-gate",
+            help="Accept (with --why) passes under a gate weakened after RECORD failed it; "
+            "refused if anything else keeps it from being deployable.",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> int:
-    """Make RECORD production on TARGET (refused unless it is deployable there)."""
-    result = registry(ctx).promote(record_ref, target, why=why)
+    """Make RECORD production on TARGET (refused unless it is deployable there), with its
+    approval: owner, known limitations, re-test date."""
+    result = registry(ctx).promote(
+        record_ref,
+        target,
+        why=why,
+        owner=owner,
+        limitations=limitation or (),
+        retest_by=_day("--retest-by", retest_by),
+        accept_relaxed_gate=accept_relaxed_gate,
+    )
     if result.warning:
         say(f"warning: {result.warning}")
     if json_out:
         emit(result)
     else:
         say(result.message)
+        if result.approval is not None:
+            say(f"approval: {_approval_text(result.approval)}")
     return 0
 
 
@@ -266,9 +324,28 @@ def _deployed_line(label: str, unit: DeployedOut) -> None:
     out(f"{label:<11} {record.record_id}  {deployability_text(unit.deployability)}")
 
 
+def _drill_text(drill: DrillOut) -> None:
+    """The drill in a few lines: its verdict and run, then each case asked again (what
+    failed first)."""
+    verdict = "PASSED" if drill.passed else "FAILED"
+    came = f"{len(drill.cases)} failing case(s) of run {drill.from_run}" if drill.cases else ""
+    asked = " + ".join(p for p in (came, drill.suite_in_force or "the golden prompts") if p)
+    out(f"drill       {verdict}  {drill.record_id}  run {drill.run_id} (one-off): {asked}")
+    for line in drill.failed[:4]:
+        out(f"  failed    {line}")
+    if len(drill.failed) > 4:
+        out(f"  failed    {len(drill.failed) - 4} more (--json lists them)")
+    for case in drill.cases[:4] if drill.passed else []:
+        out(
+            f"  passed    {case.case_id} (was {case.from_case}): {case.prompt!r} -> {case.output!r}"
+        )
+
+
 def _rollback_text(plan: RollbackOutput, command: str) -> None:
     """At most ~10 lines: production now, the candidate and why, what is held, where its
     bytes are, the runtime in one line, the command (the whole of it: --json)."""
+    if plan.drill is not None:
+        _drill_text(plan.drill)
     if plan.applied is not None and plan.production is not None:
         _deployed_line("production", plan.production)
         out(_bytes_line(plan.production))
@@ -299,7 +376,10 @@ def _rollback_text(plan: RollbackOutput, command: str) -> None:
         out(f"passed over {rejected.record_id}  {why}")
     if len(plan.rejected) > 2:
         out(f"passed over {len(plan.rejected) - 2} more (--json lists them)")
-    out(f"to apply:   {command}")
+    if plan.drill is not None and not plan.drill.passed:
+        out("to apply:   none — the candidate fails what failed (drill another: --to RECORD)")
+    else:
+        out(f"to apply:   {command}")
 
 
 @app.command()
@@ -316,7 +396,20 @@ def rollback(
             "now) instead of the newest candidate.",
         ),
     ] = None,
+    drill: Annotated[
+        bool,
+        typer.Option(
+            "--drill",
+            help="First run the failing cases of the record rolled away from, and the suite in "
+            "force, against the candidate on this host (kept as a one-off run); with --apply, "
+            "a drill that fails switches nothing (exit 1).",
+        ),
+    ] = False,
     why: WhyOption = None,
+    progress: Annotated[
+        ProgressMode,
+        typer.Option("--progress", help="The drill's progress on stderr: auto, json, none."),
+    ] = ProgressMode.AUTO,
     json_out: JsonOption = False,
 ) -> int:
     """Name the last known-good record for MODEL on TARGET; --apply (with --why) makes it
@@ -324,18 +417,21 @@ def rollback(
     if apply and (why is None or not why.strip()):
         raise InvalidInput("rollback --apply needs --why", "say why, e.g. --why 'incident 42'")
     api = registry(ctx)
-    plan = (
-        api.rollback(model, target, why=why or "", to=to)
-        if apply
-        else api.rollback_plan(model, target, to=to)
-    )
+    shown = progress_printer(progress) if drill else None
+    if apply:
+        plan = api.rollback(model, target, why=why or "", to=to, drill=drill, progress=shown)
+    elif drill:
+        plan = api.drill_rollback(model, target, to=to, progress=shown)
+    else:
+        plan = api.rollback_plan(model, target, to=to)
+    code = 1 if plan.drill is not None and not plan.drill.passed else 0
     if json_out:
         emit(plan)
-        return 0
+        return code
     command = f"modelreg rollback {model} --target {target}" + (f" --to {to}" if to else "")
-    _rollback_text(plan, f"{command} --apply --why '...'")
+    _rollback_text(plan, f"{command}{' --drill' if drill else ''} --apply --why '...'")
     say(plan.message)
-    return 0
+    return code
 
 
 @app.command()
@@ -442,6 +538,14 @@ def _status_report(report: StatusOutput, json_out: bool, check: bool = False) ->
                 f"{e.record.record_id}  NO FETCHABLE COPY ({e.unfetchable}) — fix: modelreg "
                 f"locate {e.record.record_id} --add file://HOST/DIR"
             )
+        approval = e.approval
+        if approval is not None and approval.retest_overdue and approval.retest_by:
+            out(
+                f"{e.record.record_id}  on {e.target}: re-test overdue since "
+                f"{approval.retest_by.isoformat()} (owner {approval.owner or 'not named'})"
+            )
+        elif approval is not None:
+            out(f"{e.record.record_id}  on {e.target}: {_approval_text(approval)}")
         if not e.deployability.deployable:
             for r in e.deployability.reasons:
                 out(

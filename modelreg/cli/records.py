@@ -68,7 +68,11 @@ EffectiveSourceOption = Annotated[
 ]
 BaseModelOption = Annotated[
     str | None,
-    typer.Option("--base-model", help="The model this artifact was made from, org/name."),
+    typer.Option(
+        "--base-model",
+        help="The model this artifact was made from: org/name@<40-hex commit> (or "
+        "@sha256:<64-hex> of its weights). Without a revision a quantized record is held.",
+    ),
 ]
 TotalParamsOption = Annotated[
     int | None,
@@ -326,7 +330,16 @@ def unit_text(unit: dict[str, str]) -> str:
 
 def state_text(record: RecordOut) -> str:
     if record.state.state == "active":
-        return "held (facts unknown)" if record.hold_reasons else "active"
+        if not record.hold_reasons:
+            return "active"
+        from modelreg.rules import ReasonCode, hold_code
+
+        codes = dict.fromkeys(hold_code(r) for r in record.hold_reasons)
+        why = [
+            "facts unknown" if c is ReasonCode.FACT_UNKNOWN else c.value.replace("_", " ")
+            for c in codes
+        ]
+        return f"held ({', '.join(why)})"
     return record.state.state
 
 
@@ -469,12 +482,73 @@ def _count(c: Any) -> str:
     return "unknown" if c.value is None else f"{c.value:,} ({c.provenance})"
 
 
+def _base_model(m: Any) -> str:
+    if m.base_model is None:
+        return "unknown"
+    return f"{m.base_model}@{m.base_model_revision or '(revision unknown)'}"
+
+
+def _label_verdict(check: Any) -> str:
+    verdicts = {f.consistent for f in check.findings}
+    if False in verdicts:
+        return "contradicts the tensors"
+    return "count unknown" if None in verdicts else "matches the tensors"
+
+
+def _named(what: str, name: str | None, sha256: str | None) -> list[str]:
+    """``what NAME sha256:…`` for a recipe input given by name and / or digest."""
+    given = [v for v in (name, f"sha256:{sha256}" if sha256 else None) if v]
+    return [f"{what} {' '.join(given)}"] if given else []
+
+
+def _recipe_lines(m: Any) -> list[str]:
+    from modelreg.manifests.provenance import is_quantized
+
+    q = m.quantization
+    r = q.recipe if q is not None else None
+    lines = []
+    if r is not None:
+        parts = [
+            (r.tool or "tool unknown") + (f" {r.tool_revision}" if r.tool_revision else ""),
+            f"scheme {r.scheme or 'unknown'}",
+            *([f"group {r.group_size}"] if r.group_size else []),
+            *([f"from {r.source_type}"] if r.source_type else []),
+            *_named("imatrix", r.importance_matrix_file, r.importance_matrix_sha256),
+            *_named("calibration", r.calibration_set, r.calibration_set_sha256),
+            *([f"excluded {', '.join(r.excluded_tensors)}"] if r.excluded_tensors else []),
+        ]
+        lines.append(f"recipe     {', '.join(parts)}")
+        if r.requantized:
+            lines.append(
+                f"           requantized (from {r.source_type or 'a quantized file'}"
+                + (", --allow-requantize" if r.allow_requantize else "")
+                + "): can lose far more quality than quantizing from 16 or 32 bits"
+            )
+        if r.notes:
+            lines.append(f"           notes: {r.notes}")
+    elif is_quantized(m):
+        lines.append("recipe     unknown (give --recipe recipe.yaml)")
+    i = q.importance_matrix if q is not None else None
+    if i is not None:
+        counts = [
+            f"{name} {value}"
+            for name, value in (("entries", i.entries_count), ("chunks", i.chunks_count))
+            if value is not None
+        ]
+        lines.append(
+            f"imatrix    {i.file or 'file unknown'}, dataset {i.dataset or 'unknown'}"
+            + (f", {', '.join(counts)}" if counts else "")
+            + f" ({i.source})"
+        )
+    return lines
+
+
 def manifest_lines(m: Any) -> list[str]:
     lines = [
         f"model      {m.model_id or 'unknown'}",
         f"source     {m.source or 'unknown'}",
         f"license    {m.license.id or 'unknown'} (from {m.license.source})",
-        f"base model {m.base_model or 'unknown'}",
+        f"base model {_base_model(m)}",
         f"format     {m.format}   runtime {m.runtime.runtime}",
     ]
     a = m.architecture
@@ -490,8 +564,12 @@ def manifest_lines(m: Any) -> list[str]:
         f"           non-embedding {_count(p.non_embedding)}",
         f"           active {_count(p.active)}   effective {_count(p.effective)}",
     ]
+    lines += [
+        f"{'labels' if i == 0 else '':<10} {c.label!r} ({c.source}) {_label_verdict(c)}"
+        for i, c in enumerate(m.label_checks)
+    ]
     q = m.quantization
-    if q:
+    if q and (q.tensor_types or q.nominal_file_type):
         by_count = sorted(q.tensor_types.items(), key=lambda kv: (-kv[1].tensors, kv[0]))
         hist = ", ".join(f"{k} {v.tensors}" for k, v in by_count)
         bpw = f"{q.bits_per_weight:.2f}" if q.bits_per_weight is not None else "unknown"
@@ -499,6 +577,7 @@ def manifest_lines(m: Any) -> list[str]:
             f"quant      {q.nominal_file_type or 'unknown'} nominal, {bpw} real bits/weight"
         )
         lines.append(f"           tensors: {hist}")
+    lines += _recipe_lines(m)
     for f in m.files:
         lines.append(f"file       {f.path}  {human_bytes(f.bytes)}  sha256:{f.sha256}")
     for reason in m.hold_reasons:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from modelreg.cli.main import JsonOption, ModelArg, app, registry
+from modelreg.cli.main import JsonOption, ModelArg, WhyOption, app, registry
 from modelreg.cli.render import emit, say
 
 suite_app = typer.Typer(
@@ -34,22 +34,33 @@ def check(suite: SuiteArg, json_out: JsonOption = False) -> int:
 
 @suite_app.command("attach")
 def attach(
-    ctx: typer.Context, model: ModelArg, suite: SuiteArg, json_out: JsonOption = False
+    ctx: typer.Context,
+    model: ModelArg,
+    suite: SuiteArg,
+    why: WhyOption = None,
+    json_out: JsonOption = False,
 ) -> int:
     """Attach SUITE to MODEL: every verify of its records runs it; runs under another suite
-    stop counting."""
-    result = registry(ctx).attach_suite(model, suite)
+    stop counting. A new version of an attached suite needs --why; history shows what
+    changed, and a record that failed the earlier version needs a releaser's acceptance of a
+    pass under a weaker one (promote --accept-relaxed-gate)."""
+    result = registry(ctx).attach_suite(model, suite, why=why)
     if json_out:
         emit(result)
     else:
         say(f"{result.message} (sha256 {result.sha256}, {result.cases} cases)")
+        for line in result.changes:
+            say(f"  {'weakens: ' if line in result.weakens else 'changed: '}{line}")
     return 0
 
 
 @suite_app.command("detach")
-def detach(ctx: typer.Context, model: ModelArg, json_out: JsonOption = False) -> int:
-    """Detach MODEL's suite (the target's suite, or the golden prompts, apply again)."""
-    result = registry(ctx).detach_suite(model)
+def detach(
+    ctx: typer.Context, model: ModelArg, why: WhyOption = None, json_out: JsonOption = False
+) -> int:
+    """Detach MODEL's suite (the target's suite, or the golden prompts, apply again); needs
+    --why."""
+    result = registry(ctx).detach_suite(model, why=why)
     if json_out:
         emit(result)
     else:

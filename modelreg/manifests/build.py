@@ -15,10 +15,11 @@ from modelreg.manifests.digest import (
     sha256_files_and_regions,
 )
 from modelreg.manifests.gguf import (
-    GGML_TYPES,
+    GGML_TYPES_BY_NAME,
     LLAMA_FILE_TYPES,
     GGUFHeader,
     SkippedArray,
+    file_type_base,
     latent_attention_facts,
     read_gguf,
 )
@@ -52,6 +53,7 @@ from modelreg.manifests.neuron import (
     is_neuron_bundle,
     read_bundle,
 )
+from modelreg.manifests.recipe import excluded_tensor_types
 from modelreg.schemas.manifest import (
     MODEL_ID_RE,
     ArchitectureFacts,
@@ -60,16 +62,17 @@ from modelreg.schemas.manifest import (
     GGUFFacts,
     GoldenPrompt,
     HostRun,
+    ImportanceMatrix,
     License,
     Manifest,
     ParameterLedger,
+    Quantization,
     QuantRecipe,
     RuntimeRequirements,
+    parse_base_model,
     parse_model_id,
     parse_source_pin,
 )
-
-_QUANT_SUFFIXES = ("_XXS", "_XS", "_S", "_M", "_L")
 
 
 @dataclass(frozen=True)
@@ -202,13 +205,16 @@ def build_manifest(
     ``total_params`` / ``active_params`` with ``params_source`` declare counts the artifact
     cannot establish itself (provenance ``declared:<params_source>``); ``compile_host`` /
     ``deploy_host`` declare a Neuron bundle's measured host peaks when it states none.
+    ``base_model`` is ``org/name@<revision>`` (a 40-hex commit or ``sha256:<64-hex>``) or
+    ``org/name``, revision unknown: what a quantized artifact was made from.
     """
     if not paths:
         raise InvalidInput("no artifact path given")
     if model_id is not None:
         model_id = parse_model_id(model_id)
+    base_revision = None
     if base_model is not None:
-        base_model = parse_model_id(base_model)
+        base_model, base_revision = parse_base_model(base_model)
     # Checked before hashing: a bad declaration fails fast.
     declare_counts(
         ParameterLedger(), total=total_params, active=active_params, source=params_source
@@ -246,7 +252,11 @@ def build_manifest(
                 f"--base-model {base_model} contradicts the artifact's base model "
                 f"{manifest.base_model} — drop --base-model or fix the artifact"
             )
-        manifest = finalize(manifest.model_copy(update={"base_model": base_model}))
+        manifest = finalize(
+            manifest.model_copy(
+                update={"base_model": base_model, "base_model_revision": base_revision}
+            )
+        )
     return BuiltArtifact(manifest, built.root, built.resolution)
 
 
@@ -320,15 +330,11 @@ def gguf_file_type_name(file_type_id: int | None) -> str | None:
 
 def base_bits_per_weight(nominal: str | None) -> float | None:
     """Bits per weight of the ggml type a nominal file type is built on (Q4_K_M -> Q4_K)."""
-    if not nominal:
+    base = file_type_base(nominal) if nominal else None
+    if base is None:
         return None
-    sizes = {name: (block, size) for name, block, size in GGML_TYPES.values()}
-    candidates = [nominal] + [nominal.removesuffix(s) for s in _QUANT_SUFFIXES]
-    for name in candidates:
-        if name in sizes:
-            block, size = sizes[name]
-            return size * 8 / block
-    return None
+    block, size = GGML_TYPES_BY_NAME[base]
+    return size * 8 / block
 
 
 def architecture_from_gguf(header: GGUFHeader) -> ArchitectureFacts:
@@ -362,6 +368,23 @@ def architecture_from_gguf(header: GGUFHeader) -> ArchitectureFacts:
         # Multi-head latent attention (DeepSeek-V2/V3): present only when the file has it.
         **latent_attention_facts(header),
     )
+
+
+def importance_matrix_from_gguf(header: GGUFHeader) -> ImportanceMatrix | None:
+    """``quantize.imatrix.*``: the importance matrix llama-quantize used, if it used one."""
+    facts = ImportanceMatrix(
+        file=_str(header.get("quantize.imatrix.file")),
+        dataset=_str(header.get("quantize.imatrix.dataset")),
+        entries_count=_count(header.get("quantize.imatrix.entries_count")),
+        chunks_count=_count(header.get("quantize.imatrix.chunks_count")),
+    )
+    recorded = (facts.file, facts.dataset, facts.entries_count, facts.chunks_count)
+    return None if all(v is None for v in recorded) else facts
+
+
+def _count(value: Any) -> int | None:
+    number = _int(value)
+    return number if number is not None and number >= 0 else None
 
 
 def _resolve_license(
@@ -411,6 +434,9 @@ def _build_gguf(paths: list[Path], req: BuildRequest) -> BuiltArtifact:
         base_bits_per_weight=base_bits_per_weight(nominal),
     )
     quant.recipe = req.recipe
+    if req.recipe is not None:
+        quant.excluded_tensor_types = excluded_tensor_types(req.recipe, entries)
+    quant.importance_matrix = importance_matrix_from_gguf(header)
     if req.effective is not None:
         ledger.effective = req.effective
     license_ = _resolve_license(_str(header.get("general.license")), req.license_id)
@@ -528,7 +554,10 @@ def _build_safetensors(
         nominal_file_type=nominal,
         base_bits_per_weight=width * 8 if width else None,
     )
-    license_, base_model = _card_identity(directory, req.license_id)
+    quant.recipe = req.recipe
+    if req.recipe is not None:
+        quant.excluded_tensor_types = excluded_tensor_types(req.recipe, entries)
+    license_, base_model, card_label = _card_identity(directory, req.license_id)
     names = sorted(
         {p.name for p in checkpoint.files}
         | {p.name for p in directory.iterdir() if p.is_file() and file_role(p.name) != "other"}
@@ -545,6 +574,7 @@ def _build_safetensors(
         quantization=quant,
         architecture=arch,
         base_model=base_model,
+        card_size_label=card_label,
         runtime=RuntimeRequirements(runtime="transformers"),
         golden_prompts=list(req.golden_prompts),
         notes=all_notes,
@@ -632,13 +662,17 @@ def config_tensor_mismatches(config: dict[str, Any], entries: Sequence[TensorEnt
     return notes
 
 
-def _card_identity(directory: Path, license_id: str | None) -> tuple[License, str | None]:
-    """License and base model from the directory's model card (README.md), if it has one."""
+def _card_identity(
+    directory: Path, license_id: str | None
+) -> tuple[License, str | None, str | None]:
+    """License, base model and size label from the directory's model card (README.md), if it
+    has one."""
     card = directory / CARD_FILE
     facts = read_card(card) if card.is_file() else None
     license_ = _resolve_license(facts.license if facts else None, license_id, f"card:{CARD_FILE}")
     base = facts.base_model if facts else None
-    return license_, base if base and MODEL_ID_RE.match(base) else None
+    label = facts.size_label if facts else None
+    return license_, base if base and MODEL_ID_RE.match(base) else None, label
 
 
 def _build_from_hub(spec: str, req: BuildRequest) -> BuiltArtifact:
@@ -706,7 +740,7 @@ def _build_neuron(directory: Path, req: BuildRequest) -> BuiltArtifact:
             "not its vision / audio towers"
         )
     files = _file_entries(directory, bundle_files(directory), req, {}, role=bundle_file_role)
-    license_, base_model = _card_identity(directory, req.license_id)
+    license_, base_model, card_label = _card_identity(directory, req.license_id)
     manifest = Manifest(
         model_id=req.model_id,
         source=req.source,
@@ -714,9 +748,12 @@ def _build_neuron(directory: Path, req: BuildRequest) -> BuiltArtifact:
         format="neuron",
         files=files,
         parameters=ledger,
+        # A bundle has no tensor table here: its quantization is its facts, plus a recipe.
+        quantization=Quantization(recipe=req.recipe) if req.recipe is not None else None,
         architecture=arch,
         neuron=facts,
         base_model=base_model,
+        card_size_label=card_label,
         runtime=RuntimeRequirements(runtime="neuron"),
         golden_prompts=list(req.golden_prompts),
         notes=notes,

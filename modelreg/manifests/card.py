@@ -3,23 +3,14 @@ what the record does not know is written as unknown, not filled in)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
+# is_quantized is decided where provenance is (validators/card.py imports it from here).
+from modelreg.manifests.provenance import is_quantized as is_quantized
 from modelreg.schemas.manifest import Count, Manifest
 from modelreg.textsafe import for_markdown as md
-
-_FULL_PRECISION = {"F32", "F16", "BF16", "F64"}
-
-
-def is_quantized(manifest: Manifest) -> bool:
-    """Is the artifact stored below full precision (GGUF quant types, int8 Neuron modules)?"""
-    quant = manifest.quantization
-    if quant is None:
-        return manifest.neuron is not None and bool(manifest.neuron.quantized)
-    if quant.nominal_file_type:
-        return quant.nominal_file_type.upper() not in _FULL_PRECISION
-    return quant.bits_per_weight is not None and quant.bits_per_weight < 15.9
 
 
 @dataclass(frozen=True)
@@ -30,10 +21,28 @@ class VerifiedOn:
     runtime: dict[str, str]
 
 
+@dataclass(frozen=True)
+class ProductionOn:
+    """Where the record is production, with the approval it was promoted with."""
+
+    target: str
+    since: datetime
+    owner: str | None = None
+    limitations: tuple[str, ...] = ()
+    retest_by: date | None = None
+    retest_overdue: bool = False
+
+
 def _yaml_scalar(value: object) -> str:
     import json
 
     return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+def _base_model(m: Manifest) -> str:
+    if m.base_model is None:
+        return "unknown"
+    return f"{m.base_model} at {m.base_model_revision or 'an unknown revision'}"
 
 
 def _count(c: Count) -> str:
@@ -65,7 +74,12 @@ def front_matter(manifest: Manifest) -> list[str]:
     return ["---", *(f"{k}: {_yaml_scalar(v)}" for k, v in meta.items()), "---"]
 
 
-def render_card(manifest: Manifest, record_id: str, verified: list[VerifiedOn]) -> str:
+def render_card(
+    manifest: Manifest,
+    record_id: str,
+    verified: list[VerifiedOn],
+    production: Sequence[ProductionOn] = (),
+) -> str:
     """The card's Markdown. Every string that came from the artifact, a card, a target file or a
     flag goes through ``for_markdown`` (``md``), so a license or a file name cannot add a row, a
     heading, raw HTML, a link or a comment; such strings are never put in code spans, where
@@ -80,7 +94,7 @@ def render_card(manifest: Manifest, record_id: str, verified: list[VerifiedOn]) 
         f"| model id | {md(m.model_id or 'unknown')} |",
         f"| source pin | {md(m.source or 'unknown')} |",
         f"| license | {md(m.license.id or 'unknown')} (from {md(m.license.source)}) |",
-        f"| base model | {md(m.base_model or 'unknown')} |",
+        f"| base model | {md(_base_model(m))} |",
         f"| format / runtime | {md(m.format)} / {md(m.runtime.runtime)} |",
         "",
         "### Parameters",
@@ -131,4 +145,30 @@ def render_card(manifest: Manifest, record_id: str, verified: list[VerifiedOn]) 
             lines.append(
                 f"| {md(v.target)} | {v.at:%Y-%m-%d %H:%M} UTC | {md(v.host)} | {runtime} |"
             )
+    lines += _production_lines(production)
     return "\n".join(lines) + "\n"
+
+
+def _production_lines(production: Sequence[ProductionOn]) -> list[str]:
+    """Where it is production, who answers for it, its known limitations and when it must be
+    tested again (an overdue re-test says so)."""
+    if not production:
+        return []
+    lines = [
+        "",
+        "### In production",
+        "",
+        "| target | since | owner | re-test by |",
+        "|---|---|---|---|",
+    ]
+    for p in production:
+        due = "not set" if p.retest_by is None else p.retest_by.isoformat()
+        if p.retest_overdue:
+            due += " (**overdue**)"
+        owner = md(p.owner) if p.owner else "not named"
+        lines.append(f"| {md(p.target)} | {p.since:%Y-%m-%d %H:%M} UTC | {owner} | {due} |")
+    for p in production:
+        if p.limitations:
+            lines += ["", f"Known limitations on {md(p.target)}:", ""]
+            lines += [f"- {md(text)}" for text in p.limitations]
+    return lines

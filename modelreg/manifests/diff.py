@@ -3,7 +3,10 @@
 The discipline is one variable at a time: when more than one of {weights, quantization,
 tokenizer/template, runtime} changed, a regression cannot be attributed, and ``diff`` and
 ``promote`` say so. For GGUF a tensor-data digest tells a metadata-only edit (a new chat
-template) from new weights.
+template) from new weights. The quantization is finer than one variable: each field of the
+recipe (quantizer revision, scheme, group size, importance matrix, calibration set…) is one,
+named with its old and new value. New tensor data from the same base model (id and revision
+known on both sides) is the quantization's doing, not a second change to the weights.
 """
 
 from __future__ import annotations
@@ -11,10 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelreg.schemas.manifest import Manifest
+from modelreg.schemas.manifest import Manifest, QuantRecipe
 
 # The dimensions a change is attributed to.
 ATTRIBUTION = ("weights", "quantization", "tokenizer/template", "runtime")
+# Recipe fields that describe the quantization run, each one variable; the section that
+# holds them, apart from the tensors', so that the table says which of the two changed.
+_RECIPE_FIELDS = tuple(QuantRecipe.model_fields)
+_RECIPE_SECTION = "quantization recipe"
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,13 @@ class ManifestDiff:
     same_model: bool
     metadata_only: bool | None  # None: no tensor-data digest on one side
     notes: list[str] = field(default_factory=list)
+    # The recipe fields that changed, when both sides record a recipe: the quantization's
+    # variables. Empty: the quantization is one variable (or did not change).
+    recipe_changes: list[str] = field(default_factory=list)
+    # New tensor data from the same base model at the same revision, with the quantization
+    # changed: the weights did not change independently of it.
+    weights_follow_quantization: bool = False
+    base_unknown: bool = False  # either side lacks its base model's revision
 
     @property
     def changed(self) -> list[str]:
@@ -41,17 +55,41 @@ class ManifestDiff:
 
     @property
     def changed_dimensions(self) -> list[str]:
-        return [s.name for s in self.sections if s.name in ATTRIBUTION and s.changed]
+        changed = set(self.changed)
+        if _RECIPE_SECTION in changed:
+            changed.add("quantization")  # the recipe is part of the quantization
+        if self.weights_follow_quantization:
+            changed.discard("weights")
+        return [name for name in ATTRIBUTION if name in changed]
+
+    @property
+    def variables(self) -> list[str]:
+        """What changed independently: the dimensions, with the quantization split into the
+        recipe fields that changed."""
+        found = []
+        for dim in self.changed_dimensions:
+            if dim == "quantization" and self.recipe_changes:
+                found += [f"quantization recipe {name}" for name in self.recipe_changes]
+            else:
+                found.append(dim)
+        return found
 
     @property
     def attribution_warning(self) -> str | None:
-        dims = self.changed_dimensions
-        if len(dims) <= 1:
+        variables = self.variables
+        if len(variables) <= 1:
             return None
-        return (
-            f"{len(dims)} things changed at once ({', '.join(dims)}): a regression cannot be "
-            "attributed to one of them — change one variable at a time"
+        warning = (
+            f"{len(variables)} things changed at once ({', '.join(variables)}): a regression "
+            "cannot be attributed to one of them — change one variable at a time"
         )
+        quantization = any(v.startswith("quantization") for v in variables)
+        if self.base_unknown and "weights" in variables and quantization:
+            warning += (
+                "; if the weights are only the quantization's doing, record the base model "
+                "of both (--base-model org/name@<commit>)"
+            )
+        return warning
 
 
 def _files(m: Manifest, *roles: str) -> dict[str, str | None]:
@@ -80,22 +118,72 @@ def _quantization(m: Manifest) -> Any:
         "nominal_file_type": q.nominal_file_type,
         "bits_per_weight": q.bits_per_weight,
         "tensor_types": {k: v.tensors for k, v in q.tensor_types.items()},
-        "recipe": q.recipe.model_dump() if q.recipe else None,
+        "importance_matrix": q.importance_matrix.model_dump() if q.importance_matrix else None,
     }
+
+
+def _recipe(m: Manifest) -> Any:
+    q = m.quantization
+    return q.recipe.model_dump() if q is not None and q.recipe is not None else None
+
+
+def _identity(m: Manifest) -> dict[str, Any]:
+    return {
+        "model_id": m.model_id,
+        "base_model": m.base_model,
+        "base_model_revision": m.base_model_revision,
+        "format": m.format,
+    }
+
+
+def _shown(value: Any) -> str:
+    return "unknown" if value is None or value == [] else str(value)
+
+
+def recipe_changes(a: QuantRecipe | None, b: QuantRecipe | None) -> list[tuple[str, Any, Any]]:
+    """(field, A's value, B's value) for each recipe field that differs; a side without a
+    recipe has every field unknown."""
+    before = a.model_dump() if a else {}
+    after = b.model_dump() if b else {}
+    return [
+        (name, before.get(name), after.get(name))
+        for name in _RECIPE_FIELDS
+        if before.get(name) != after.get(name)
+        and not (before.get(name) in (None, []) and after.get(name) in (None, []))
+    ]
+
+
+def _quantization_notes(a: Manifest, b: Manifest) -> tuple[list[str], list[str]]:
+    """Notes naming each recipe and importance-matrix field that changed, and the changed
+    recipe fields (when both sides record a recipe)."""
+    qa, qb = a.quantization, b.quantization
+    ra, rb = (qa.recipe if qa else None), (qb.recipe if qb else None)
+    changes = recipe_changes(ra, rb)
+    notes = [
+        f"quantization recipe: {name} {_shown(before)} → {_shown(after)}"
+        for name, before, after in changes
+    ]
+    ia = qa.importance_matrix.model_dump() if qa and qa.importance_matrix else {}
+    ib = qb.importance_matrix.model_dump() if qb and qb.importance_matrix else {}
+    notes += [
+        f"importance matrix (gguf:quantize.imatrix.*): {key} {_shown(ia.get(key))} → "
+        f"{_shown(ib.get(key))}"
+        for key in ("file", "dataset", "entries_count", "chunks_count")
+        if ia.get(key) != ib.get(key)
+    ]
+    both = ra is not None and rb is not None
+    return notes, [name for name, _, _ in changes] if both else []
 
 
 def diff_manifests(a: Manifest, b: Manifest) -> ManifestDiff:
     sections = [
-        SectionDiff(
-            "identity",
-            {"model_id": a.model_id, "base_model": a.base_model, "format": a.format},
-            {"model_id": b.model_id, "base_model": b.base_model, "format": b.format},
-        ),
+        SectionDiff("identity", _identity(a), _identity(b)),
         SectionDiff("source", a.source, b.source),
         SectionDiff("license", a.license.id, b.license.id),
         SectionDiff("parameters", a.parameters.model_dump(), b.parameters.model_dump()),
         SectionDiff("weights", _weights(a), _weights(b)),
         SectionDiff("quantization", _quantization(a), _quantization(b)),
+        SectionDiff(_RECIPE_SECTION, _recipe(a), _recipe(b)),
         SectionDiff("tokenizer/template", _tokenizer(a), _tokenizer(b)),
         SectionDiff("config", _files(a, "config"), _files(b, "config")),
         SectionDiff("runtime", a.runtime.model_dump(), b.runtime.model_dump()),
@@ -118,4 +206,32 @@ def diff_manifests(a: Manifest, b: Manifest) -> ManifestDiff:
         metadata_only = ta == tb and files_differ
         if metadata_only:
             notes.append("metadata only: tensor data identical")
-    return ManifestDiff(sections, same_model, metadata_only, notes)
+    if (a.base_model, a.base_model_revision) != (b.base_model, b.base_model_revision):
+        notes.append(
+            f"base model: {_shown(a.base_model)}@{_shown(a.base_model_revision)} → "
+            f"{_shown(b.base_model)}@{_shown(b.base_model_revision)}"
+        )
+    quant_notes, changed_fields = _quantization_notes(a, b)
+    notes += quant_notes
+    by_name = {s.name: s for s in sections}
+    same_base = (
+        a.base_model is not None
+        and a.base_model_revision is not None
+        and (a.base_model, a.base_model_revision) == (b.base_model, b.base_model_revision)
+    )
+    quantization_changed = by_name["quantization"].changed or by_name[_RECIPE_SECTION].changed
+    follows = same_base and by_name["weights"].changed and quantization_changed
+    if follows:
+        notes.append(
+            f"weights: new tensor data from the same base model {a.base_model}@"
+            f"{a.base_model_revision}: attributed to the new quantization"
+        )
+    return ManifestDiff(
+        sections,
+        same_model,
+        metadata_only,
+        notes,
+        recipe_changes=changed_fields,
+        weights_follow_quantization=follows,
+        base_unknown=a.base_model_revision is None or b.base_model_revision is None,
+    )

@@ -136,6 +136,24 @@ LLAMA_FILE_TYPES: dict[int, str] = {
     1024: "GUESSED",
 }
 
+# llama.cpp file types whose default tensor type is not their name minus a size suffix
+# (llama_model_quantize_impl: IQ3_XS and IQ3_M quantize to IQ3_S, IQ2_M to IQ2_S).
+_FILE_TYPE_BASE = {"IQ3_XS": "IQ3_S", "IQ3_M": "IQ3_S", "IQ2_M": "IQ2_S", "MXFP4_MOE": "MXFP4"}
+_SIZE_SUFFIXES = ("_XXS", "_XS", "_S", "_M", "_L")
+GGML_TYPES_BY_NAME: dict[str, tuple[int, int]] = {
+    name: (block, size) for name, block, size in GGML_TYPES.values()
+}
+
+
+def file_type_base(name: str) -> str | None:
+    """The ggml tensor type a llama.cpp file type is built on: ``Q4_K_M`` -> ``Q4_K``,
+    ``IQ3_M`` -> ``IQ3_S``, ``Q8_0`` -> ``Q8_0``; None when ggml has no such type."""
+    name = name.strip().upper()
+    candidates = [name, _FILE_TYPE_BASE.get(name, "")] + [
+        name.removesuffix(s) for s in _SIZE_SUFFIXES
+    ]
+    return next((c for c in candidates if c in GGML_TYPES_BY_NAME), None)
+
 
 @dataclass(frozen=True)
 class SkippedArray:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from modelreg.boundedfile import read_bounded
 from modelreg.errors import IntegrityError, InvalidArtifact, InvalidInput, MovingReference
+from modelreg.manifests.size_label import parse_size_label
 
 CONFIG_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json")
 TOKENIZER_FILES = (
@@ -53,6 +54,27 @@ class CardFacts:
     license: str | None
     base_model: str | None
     path: Path
+    # The size label its model_name (else its first heading) names, as written ("135M").
+    size_label: str | None = None
+
+
+_HEADING_RE = re.compile(r"^#\s+(.+)$", re.MULTILINE)
+# A backslash before ASCII punctuation is a Markdown escape (``card render`` writes them).
+_MARKDOWN_ESCAPE_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def card_size_label(meta: dict[str, Any], body: str) -> str | None:
+    """The size label a card names: in its front matter's ``model_name``, else in its first
+    heading (Markdown escapes undone), as written; None when neither names one."""
+    heading = _HEADING_RE.search(body)
+    for text in (
+        meta.get("model_name"),
+        _MARKDOWN_ESCAPE_RE.sub(r"\1", heading.group(1)) if heading else None,
+    ):
+        label = parse_size_label(text) if isinstance(text, str) else None
+        if label is not None:
+            return label.raw
+    return None
 
 
 # How huggingface_hub finds a card's front matter (optional leading whitespace, "---", the
@@ -92,13 +114,15 @@ def read_card_front_matter(path: Path) -> tuple[dict[str, Any], str]:
 
 
 def read_card(path: Path) -> CardFacts:
-    """License and base model from a model card's YAML front matter (offline)."""
-    data, _ = read_card_front_matter(path)
+    """License, base model and size label from a model card (offline)."""
+    data, body = read_card_front_matter(path)
     license_ = data.get("license") if isinstance(data.get("license"), str) else None
     base = data.get("base_model")
     if isinstance(base, list):
         base = base[0] if len(base) == 1 else None
-    return CardFacts(license_, base if isinstance(base, str) else None, path)
+    return CardFacts(
+        license_, base if isinstance(base, str) else None, path, card_size_label(data, body)
+    )
 
 
 @dataclass(frozen=True)

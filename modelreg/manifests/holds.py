@@ -7,13 +7,33 @@ reference manifest and one built by ``add`` follow the same rules.
 
 from __future__ import annotations
 
+from modelreg.manifests.families import family_contradiction
+from modelreg.manifests.hf import CARD_FILE
 from modelreg.manifests.neuron_dtypes import dtype_support_problems
+from modelreg.manifests.provenance import provenance_hold_reasons
+from modelreg.manifests.recipe import recipe_problems
 from modelreg.manifests.size_label import check_size_label, parse_size_label
 from modelreg.schemas.manifest import LabelCheck, Manifest
 
 
-def label_check(manifest: Manifest) -> LabelCheck | None:
-    """Check the artifact's own size label, else the one in its model id."""
+def has_experts(manifest: Manifest) -> bool | None:
+    """Does the artifact hold routed experts? Its expert count, else its tensors when they
+    were read, else the parameter split of a config modelreg understood; None when nothing
+    says (a config of an unknown family is not evidence of a dense model)."""
+    if (manifest.architecture.expert_count or 0) > 0:
+        return True
+    quant = manifest.quantization
+    if quant is not None and quant.groups:
+        return "experts" in quant.groups
+    groups = manifest.parameters.groups
+    if groups is not None:
+        return groups.counts.get("experts", 0) > 0
+    return None
+
+
+def label_checks(manifest: Manifest) -> list[LabelCheck]:
+    """Every size label the artifact carries — its own (GGUF ``general.size_label``), its
+    card's, its model id's — each checked against the ledger, in that order."""
     arch = manifest.architecture
     own_source = (
         "gguf:general.size_label"
@@ -22,15 +42,52 @@ def label_check(manifest: Manifest) -> LabelCheck | None:
     )
     candidates = [
         (arch.size_label, own_source),
+        (manifest.card_size_label, f"card:{CARD_FILE}"),
         (manifest.model_id.split("/", 1)[1] if manifest.model_id else None, "model_id"),
     ]
+    experts = has_experts(manifest)
+    checks = []
     for text, source in candidates:
         label = parse_size_label(text) if text else None
         if label is not None:
-            return check_size_label(
-                label, source, manifest.parameters, expert_count=manifest.architecture.expert_count
+            checks.append(
+                check_size_label(
+                    label,
+                    source,
+                    manifest.parameters,
+                    expert_count=arch.expert_count,
+                    has_experts=experts,
+                )
             )
-    return None
+    return checks
+
+
+def identity_hold_reasons(manifest: Manifest) -> list[str]:
+    """Where the artifact's names contradict its bytes: a size label the tensors do not have
+    (``identity_mismatch``), a model id naming a family the architecture is not, and — not a
+    contradiction but a gap — a label whose count is unknown."""
+    reasons = []
+    for check in manifest.label_checks:
+        for finding in check.findings:
+            if finding.consistent is True:
+                continue
+            prefix = "identity_mismatch: " if finding.consistent is False else ""
+            reasons.append(
+                f"{prefix}size label {check.label!r} ({check.source}): {finding.message}"
+            )
+    arch = manifest.architecture
+    named = (
+        family_contradiction(manifest.model_id, arch.architecture)
+        if manifest.model_id and arch.architecture
+        else None
+    )
+    if named:
+        where = "gguf:general.architecture" if arch.source == "gguf metadata" else arch.source
+        reasons.append(
+            f"identity_mismatch: model id {manifest.model_id} names the {' / '.join(named)} "
+            f"family, but the artifact's architecture is {arch.architecture} ({where})"
+        )
+    return reasons
 
 
 def neuron_hold_reasons(manifest: Manifest) -> list[str]:
@@ -93,13 +150,13 @@ def hold_reasons(manifest: Manifest) -> list[str]:
                 "unknown: active parameters unknown"
             )
     reasons += neuron_hold_reasons(manifest)
-    check = manifest.label_check
-    if check is not None:
-        reasons += [f"size label {check.label!r} ({check.source}): {p}" for p in check.problems]
+    reasons += identity_hold_reasons(manifest)
+    reasons += provenance_hold_reasons(manifest)
+    reasons += recipe_problems(manifest)
     return reasons
 
 
 def finalize(manifest: Manifest) -> Manifest:
-    """The manifest with its size-label check and hold reasons filled in."""
-    checked = manifest.model_copy(update={"label_check": label_check(manifest)})
+    """The manifest with its size-label checks and hold reasons filled in."""
+    checked = manifest.model_copy(update={"label_checks": label_checks(manifest)})
     return checked.model_copy(update={"hold_reasons": hold_reasons(checked)})

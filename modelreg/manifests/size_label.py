@@ -121,8 +121,11 @@ def check_size_label(
     ledger: ParameterLedger,
     *,
     expert_count: int | None = None,
+    has_experts: bool | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> LabelCheck:
+    """Every claim of ``label`` against the ledger. ``has_experts`` False (the tensors or the
+    config show a dense model) contradicts a mixture-of-experts label ("26B-A4B", "8x7B")."""
     findings = []
     if label.total is not None:
         findings.append(_compare(label, "total", ledger.total, tolerance))
@@ -168,6 +171,17 @@ def check_size_label(
                 message=f"label {label.raw!r}: total {'unknown' if total is None else f'{total:,}'}"
                 f" should be at most {label.experts}×{label.per_expert:,} "
                 "(shared layers count once)",
+            )
+        )
+    if has_experts is False and (label.active is not None or label.experts is not None):
+        findings.append(
+            LabelFinding(
+                claim="experts",
+                label_value=label.experts,
+                ledger_value=0,
+                consistent=False,
+                message=f"label {label.raw!r} names a mixture of experts, but the artifact has "
+                "no expert tensors: it is dense",
             )
         )
     return LabelCheck(label=label.raw, source=source, tolerance=tolerance, findings=findings)

@@ -18,7 +18,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -53,7 +53,10 @@ from modelreg.registry.tables import (
 )
 from modelreg.rules import (
     ACTIVE,
+    RELAXATION_ACCEPTED,
     CheckVerdict,
+    GateHistory,
+    GateTerms,
     PromotionStep,
     RecordState,
     RecordStateKind,
@@ -151,27 +154,50 @@ class Promotion:
     at: datetime
     actor: str
     why: str | None
+    # The approval record: who answers for it, its known limitations, its re-test date.
+    owner: str | None = None
+    limitations: tuple[str, ...] = ()
+    retest_by: datetime | None = None
 
     @classmethod
     def from_row(cls, row: PromotionRow) -> Promotion:
         assert row.id is not None
-        return cls(
-            row.id,
-            row.model_id,
-            row.target,
-            row.record_id,
-            row.previous_record_id,
-            row.action,
-            aware(row.at),
-            row.actor,
-            row.why,
+        return cls.from_columns(
+            (
+                row.id,
+                row.model_id,
+                row.target,
+                row.record_id,
+                row.previous_record_id,
+                row.action,
+                row.at,
+                row.actor,
+                row.why,
+                row.owner,
+                row.limitations_json,
+                row.retest_by,
+            )
         )
 
     @classmethod
     def from_columns(cls, row: Any) -> Promotion:
         """From a row of ``_promotion_columns()`` (plain columns: status reads thousands)."""
-        id_, model_id, target, record_id, previous, action, at, actor, why = row
-        return cls(id_, model_id, target, record_id, previous, action, aware(at), actor, why)
+        id_, model_id, target, record_id, previous, action, at, actor, why = row[:9]
+        owner, limitations, retest_by = row[9:12]
+        return cls(
+            id_,
+            model_id,
+            target,
+            record_id,
+            previous,
+            action,
+            aware(at),
+            actor,
+            why,
+            owner,
+            tuple(json.loads(limitations)) if limitations else (),
+            aware(retest_by) if retest_by is not None else None,
+        )
 
     def step(self) -> PromotionStep:
         return PromotionStep(self.record_id, self.previous_record_id, self.action)
@@ -341,6 +367,9 @@ def _promotion_columns() -> Any:
         col(p.at),
         col(p.actor),
         col(p.why),
+        col(p.owner),
+        col(p.limitations_json),
+        col(p.retest_by),
     )
 
 
@@ -484,6 +513,7 @@ def _run_checks_statement() -> Any:
             col(r.envelope_json),
             col(r.exploratory),
             col(r.signed_at),
+            col(r.gate_terms_json),
         )
         .join(r, col(r.run_id) == col(v.run_id))
         .where(col(v.run_id).in_(runs))
@@ -811,9 +841,48 @@ class Reads:
                 for head in row
                 if head is not None
             }
-            for run in _stored_runs(self._run_check_rows(sorted(heads))):
-                found.setdefault((run[0], run[1]), []).append(run[2])
+            runs = list(_stored_runs(self._run_check_rows(sorted(heads))))
+            histories = self.gate_history([i for i, _, _ in runs])
+            for record_id, target, run in runs:
+                if record_id in histories:
+                    run = replace(run, history=histories[record_id])
+                found.setdefault((record_id, target), []).append(run)
         return found
+
+    def gate_history(self, record_ids: Sequence[str]) -> dict[str, GateHistory]:
+        """record id -> its failed runs' gate terms (one-off runs excepted; every target and
+        origin: a failure is evidence against the record wherever it was recorded) and the
+        relaxed gates releasers accepted for it (``gate-relaxation-accepted`` events)."""
+        failures: dict[str, list[tuple[str, GateTerms]]] = {}
+        accepted: dict[str, set[tuple[str, str]]] = {}
+        r, e = RunRow, EventRow
+        for chunk in _chunks(sorted(set(record_ids))):
+            rows = self.session.execute(
+                sa_select(col(r.record_id), col(r.run_id), col(r.gate_terms_json))
+                .where(
+                    col(r.record_id).in_(chunk),
+                    col(r.gate_terms_json).is_not(None),
+                    ~col(r.exploratory),
+                )
+                .order_by(col(r.created_at), col(r.run_id))
+            )
+            for record_id, run_id, text in rows:
+                terms = GateTerms.from_json(text)
+                if not terms.passed:
+                    failures.setdefault(record_id, []).append((run_id, terms))
+            events = self.session.execute(
+                sa_select(col(e.record_id), col(e.target), col(e.detail_json)).where(
+                    col(e.record_id).in_(chunk), col(e.kind) == RELAXATION_ACCEPTED
+                )
+            )
+            for record_id, target, detail in events:
+                digest = json.loads(detail or "{}").get("terms")
+                if isinstance(digest, str) and target:
+                    accepted.setdefault(record_id, set()).add((target, digest))
+        return {
+            i: GateHistory(tuple(failures.get(i, ())), frozenset(accepted.get(i, ())))
+            for i in set(record_ids)
+        }
 
     def _run_check_rows(self, heads: Sequence[int]) -> list[Any]:
         """The rows of ``_run_checks_statement`` for the runs of these verification ids, each
@@ -911,7 +980,7 @@ class Reads:
 def _stored_runs(rows: Iterable[Any]) -> Iterator[tuple[str, str, StoredRun]]:
     """(record id, target, run) of the rows of ``_run_checks_statement``, a run per run id."""
     checks: dict[str, list[CheckVerdict]] = {}
-    meta: dict[str, tuple[str, str, str, str | None, bool, datetime | None]] = {}
+    meta: dict[str, tuple[str, str, str, str | None, bool, datetime | None, str | None]] = {}
     fingerprints: dict[str, dict[str, str]] = {}
     for (
         record_id,
@@ -927,15 +996,16 @@ def _stored_runs(rows: Iterable[Any]) -> Iterator[tuple[str, str, StoredRun]]:
         envelope,
         exploratory,
         signed_at,
+        terms,
     ) in rows:
         if run_id not in fingerprints:
             fingerprints[run_id] = json.loads(fp or "{}")
             signed = aware(signed_at) if signed_at is not None else None
-            meta[run_id] = (record_id, target, origin, envelope, bool(exploratory), signed)
+            meta[run_id] = (record_id, target, origin, envelope, bool(exploratory), signed, terms)
         checks.setdefault(run_id, []).append(
             CheckVerdict(check, required, outcome, cls, aware(at), run_id, fingerprints[run_id])
         )
-    for run_id, (record_id, target, origin, envelope, exploratory, signed) in meta.items():
+    for run_id, (record_id, target, origin, envelope, exploratory, signed, terms) in meta.items():
         run = StoredRun(
             run_id,
             tuple(checks[run_id]),
@@ -943,6 +1013,7 @@ def _stored_runs(rows: Iterable[Any]) -> Iterator[tuple[str, str, StoredRun]]:
             json.loads(envelope) if envelope else None,
             exploratory,
             signed,
+            GateTerms.from_json(terms) if terms else None,
         )
         yield record_id, target, run
 
@@ -998,8 +1069,19 @@ class Writes(Reads):
         return record_of(record_row)
 
     def set_production(
-        self, record: Record, target: str, action: str, actor: str, why: str | None
+        self,
+        record: Record,
+        target: str,
+        action: str,
+        actor: str,
+        why: str | None,
+        *,
+        owner: str | None = None,
+        limitations: Sequence[str] = (),
+        retest_by: datetime | None = None,
     ) -> Promotion:
+        """Make ``record`` production on ``target``, with its approval record (owner, known
+        limitations, re-test date) and its event."""
         current = self.production(self._model(), target)
         previous = current.record_id if current else None
         row = PromotionRow(
@@ -1011,10 +1093,22 @@ class Writes(Reads):
             at=utcnow(),
             actor=actor,
             why=why,
+            owner=owner,
+            limitations_json=json.dumps(list(limitations)) if limitations else None,
+            retest_by=retest_by,
         )
         self.session.add(row)
         self.session.flush()
-        self.event(action, actor, record.id, target, why, {"previous_record_id": previous})
+        approval: dict[str, Any] = {}
+        if owner is not None:
+            approval["owner"] = owner
+        if limitations:
+            approval["limitations"] = list(limitations)
+        if retest_by is not None:
+            approval["retest_by"] = retest_by.isoformat()
+        self.event(
+            action, actor, record.id, target, why, {"previous_record_id": previous} | approval
+        )
         return Promotion.from_row(row)
 
     def set_state(
@@ -1065,6 +1159,9 @@ class Writes(Reads):
         whether it was a one-off (``exploratory``: never decides a verdict)."""
         run_id = run_id or new_run_id()
         fingerprint_json = json.dumps(fingerprint, sort_keys=True)
+        from modelreg.suites import run_gate_terms
+
+        terms = run_gate_terms(((r.required, r.evidence) for r in results), target)
         signed_at = None
         if envelope is not None:
             from modelreg.signing import SignatureInvalid, run_envelope_statement, signed_time
@@ -1085,6 +1182,7 @@ class Writes(Reads):
                 created_at=utcnow(),
                 exploratory=exploratory,
                 signed_at=signed_at,
+                gate_terms_json=terms.to_json() if terms is not None else None,
             )
         )
         for r in results:
@@ -1107,8 +1205,17 @@ class Writes(Reads):
             )
         return run_id
 
-    def attach_suite(self, suite_json: str, suite_sha256: str, actor: str) -> None:
-        """Attach a golden suite to the model (replacing any), with its event."""
+    def attach_suite(
+        self,
+        suite_json: str,
+        suite_sha256: str,
+        actor: str,
+        *,
+        why: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Attach a golden suite to the model (replacing any), with its event — which keeps
+        the suite itself, so every version attached can be read back from history."""
         model_id = self._model()
         row = self.session.get(ModelSuiteRow, model_id)
         if row is None:
@@ -1123,14 +1230,30 @@ class Writes(Reads):
             row.suite_sha256, row.suite_json = suite_sha256, suite_json
             row.attached_at, row.actor = utcnow(), actor
         self.session.add(row)
-        self.event("suite-attach", actor, None, None, None, {"suite_sha256": suite_sha256})
+        self.event(
+            "suite-attach",
+            actor,
+            None,
+            None,
+            why,
+            {"suite_sha256": suite_sha256, "suite": json.loads(suite_json)} | (detail or {}),
+        )
 
-    def detach_suite(self, actor: str) -> bool:
+    def detach_suite(
+        self, actor: str, *, why: str | None = None, detail: dict[str, Any] | None = None
+    ) -> bool:
         row = self.session.get(ModelSuiteRow, self._model())
         if row is None:
             return False
         self.session.delete(row)
-        self.event("suite-detach", actor, None, None, None, {"suite_sha256": row.suite_sha256})
+        self.event(
+            "suite-detach",
+            actor,
+            None,
+            None,
+            why,
+            {"suite_sha256": row.suite_sha256} | (detail or {}),
+        )
         return True
 
     def add_locations(self, record: Record, urls: Sequence[str], actor: str) -> list[str]:

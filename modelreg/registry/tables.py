@@ -153,6 +153,11 @@ class PromotionRow(SQLModel, table=True):
     at: datetime = Field(default_factory=utcnow, sa_column=_when())
     actor: str = Field(max_length=200)
     why: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # The approval record (migration 0009): who answers for it, what it is known not to do
+    # (a JSON list), and when it must be tested again.
+    owner: str | None = Field(default=None, max_length=200)
+    limitations_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    retest_by: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
 
 
 class EventRow(SQLModel, table=True):
@@ -197,6 +202,9 @@ class RunRow(SQLModel, table=True):
     # is newest is decided by it — never by the times the checks claim. Checked against the
     # verified statement whenever the run is judged.
     signed_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    # What its suite verdict was judged against (``rules.GateTerms`` as JSON; migration 0009):
+    # a pass under terms weaker than ones its record failed needs a releaser's acceptance.
+    gate_terms_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class ArtifactSignatureRow(SQLModel, table=True):

@@ -479,6 +479,7 @@ class ImportCheck:
             if run is None or run.record_id != v.record_id or run.target != v.target:
                 raise InvalidInput(f"{where}: verification of a run the file does not declare")
         self._check_signed_runs()
+        self._gate_terms()
         for where, state in rows["state"]:
             self._known_record(state.record_id, where)
             if state.state not in _STATES:
@@ -543,6 +544,19 @@ class ImportCheck:
             if problem is not None:
                 raise InvalidInput(f"run {run_id}: its envelope does not match it: {problem}")
             run.signed_at = signed_time(statement)
+
+    def _gate_terms(self) -> None:
+        """Each run's gate terms worked out here from its checks' evidence: never the file's."""
+        from modelreg.suites import run_gate_terms
+
+        evidence: dict[str, list[tuple[bool, dict[str, Any]]]] = {}
+        for _, v in self.rows["verification"]:
+            found = json.loads(v.evidence_json)
+            if isinstance(found, dict):
+                evidence.setdefault(v.run_id, []).append((bool(v.required), found))
+        for run_id, run in self.runs.items():
+            terms = run_gate_terms(evidence.get(run_id, []), run.target)
+            run.gate_terms_json = terms.to_json() if terms is not None else None
 
     def _known_record(self, record_id: str, where: str) -> None:
         if record_id not in self.records:

@@ -75,6 +75,30 @@ def parse_source_pin(source: str) -> str:
     )
 
 
+# An immutable revision of a base model: a Hub commit (40 hex) or the sha256 of its weights.
+BASE_REVISION_RE = re.compile(r"\A(?:[0-9a-f]{40}|sha256:[0-9a-f]{64})\Z")
+BASE_REVISION_FORMS = "<40-hex commit> or @sha256:<64-hex of its weights>"
+
+
+def parse_base_model(text: str) -> tuple[str, str | None]:
+    """``org/name@<revision>`` (or ``org/name``, revision unknown) as (model id, revision).
+
+    The revision is immutable or refused: a 40-hex commit or ``sha256:<64-hex>``; a branch,
+    tag or short hash can point at other weights tomorrow.
+    """
+    model_id, at, revision = text.strip().partition("@")
+    parse_model_id(model_id)
+    if not at:
+        return model_id, None
+    if BASE_REVISION_RE.match(revision.lower()):
+        return model_id, revision.lower()
+    raise InvalidInput(
+        f"--base-model {for_terminal(text[:200])!r}: revision {for_terminal(revision[:80])!r} "
+        "can move or is not a revision",
+        f"pin it: --base-model {model_id}@{BASE_REVISION_FORMS}",
+    )
+
+
 def is_model_id(value: str) -> bool:
     """Is ``value`` exactly ``org/name`` under the one model-id grammar (whole string)?"""
     return MODEL_ID_RE.fullmatch(value) is not None
@@ -229,19 +253,69 @@ class TensorStats(BaseModel):
     bits_per_weight: float | None = None
 
 
+# Tensor types that are not quantized (GGUF names; safetensors dtypes use the same spellings).
+FULL_PRECISION_TYPES = frozenset({"F64", "F32", "F16", "BF16"})
+
+
 class QuantRecipe(BaseModel):
-    """How the artifact was quantized, as declared by whoever ran the quantizer."""
+    """How the artifact was quantized, as declared by whoever ran the quantizer.
+
+    ``add`` checks the claims the tensors can contradict (``manifests/recipe.py``): the scheme
+    against the per-tensor types, the group size against the format's block size, excluded
+    tensors against the tensors kept at higher precision, the importance matrix against the
+    one a GGUF records.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     tool: str | None = None
     tool_revision: str | None = None
+    # llama.cpp file type (Q4_K_M, Q8_0, IQ4_XS…) for GGUF; the method otherwise (GPTQ, fp8…).
     scheme: str | None = None
     group_size: int | None = Field(default=None, gt=0)
     importance_matrix_sha256: Sha256 | None = None
+    # The importance matrix's file name, and the calibration text it was computed on, as the
+    # quantizer was given them (a GGUF records both: quantize.imatrix.file / .dataset).
+    importance_matrix_file: str | None = None
+    calibration_set: str | None = None
     calibration_set_sha256: Sha256 | None = None
+    # Tensor names (or glob patterns) kept out of the scheme, at higher precision.
     excluded_tensors: list[str] = Field(default_factory=list)
+    # The tensor type the quantizer read (F16, BF16, F32 — or a quantized type when
+    # requantizing), and llama-quantize's --allow-requantize: requantizing an already
+    # quantized file can lose far more quality than quantizing from 16 or 32 bits.
+    source_type: str | None = None
+    allow_requantize: bool | None = None
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _requantize_is_declared(self) -> QuantRecipe:
+        if self.allow_requantize is False and self.requantized:
+            raise ValueError(
+                f"source_type {self.source_type} is already quantized: quantizing it again "
+                "needs --allow-requantize (allow_requantize: true)"
+            )
+        return self
+
+    @property
+    def requantized(self) -> bool | None:
+        """Was an already quantized tensor quantized again? None: the recipe does not say."""
+        if self.source_type is not None:
+            return self.source_type.strip().upper() not in FULL_PRECISION_TYPES
+        return True if self.allow_requantize else None
+
+
+class ImportanceMatrix(BaseModel):
+    """The importance matrix a quantizer used, as the artifact itself records it (llama.cpp's
+    llama-quantize writes ``quantize.imatrix.*`` into every GGUF it quantizes with one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str | None = None
+    dataset: str | None = None
+    entries_count: int | None = Field(default=None, ge=0)
+    chunks_count: int | None = Field(default=None, ge=0)
+    source: str = "gguf:quantize.imatrix.*"
 
 
 class Quantization(BaseModel):
@@ -255,6 +329,10 @@ class Quantization(BaseModel):
     bits_per_weight: float | None = None
     higher_precision_tensors: list[str] = Field(default_factory=list)
     recipe: QuantRecipe | None = None
+    # For each of the recipe's excluded_tensors, the types of the tensors it names in the
+    # artifact ({} when it names none): what the recipe check compares.
+    excluded_tensor_types: dict[str, dict[str, int]] = Field(default_factory=dict)
+    importance_matrix: ImportanceMatrix | None = None
 
 
 IntOrPerLayer = int | list[int] | None
@@ -311,7 +389,7 @@ class LabelFinding(BaseModel):
 
 
 class LabelCheck(BaseModel):
-    """The outcome of checking a size label against the parameter ledger."""
+    """The outcome of checking one size label against the parameter ledger."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -486,11 +564,35 @@ class Manifest(BaseModel):
     gguf: GGUFFacts | None = None
     neuron: NeuronFacts | None = None
     base_model: str | None = None
+    # The base model's immutable revision (BASE_REVISION_RE): what a quantized artifact was
+    # made from. None: unknown, which holds a quantized record (provenance_unknown).
+    base_model_revision: str | None = None
+    # The size label the artifact's model card names (front matter model_name, else its first
+    # heading), checked against the tensors like the model id's.
+    card_size_label: str | None = None
     runtime: RuntimeRequirements
     golden_prompts: list[GoldenPrompt] = Field(default_factory=list)
-    label_check: LabelCheck | None = None
+    # Every size label the artifact carries, each checked against the ledger (holds.py).
+    label_checks: list[LabelCheck] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     hold_reasons: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_label_check(cls, data: object) -> object:
+        # Records made before label_checks kept one check, the first label found, in
+        # label_check.
+        if isinstance(data, dict) and "label_check" in data:
+            data = dict(data)
+            legacy = data.pop("label_check")
+            if legacy is not None and not data.get("label_checks"):
+                data["label_checks"] = [legacy]
+        return data
+
+    @property
+    def label_check(self) -> LabelCheck | None:
+        """The first size-label check: the artifact's own label when it has one."""
+        return self.label_checks[0] if self.label_checks else None
 
     @field_validator("model_id", "base_model")
     @classmethod
@@ -498,6 +600,21 @@ class Manifest(BaseModel):
         if value is not None and not is_model_id(value):
             raise ValueError(model_id_problem(value))
         return value
+
+    @field_validator("base_model_revision")
+    @classmethod
+    def _immutable_revision(cls, value: str | None) -> str | None:
+        if value is not None and not BASE_REVISION_RE.match(value):
+            raise ValueError(
+                f"base model revision {value[:80]!r} must be a 40-hex commit or sha256:<64-hex>"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _revision_of_a_base(self) -> Manifest:
+        if self.base_model_revision is not None and self.base_model is None:
+            raise ValueError("base_model_revision is given without base_model")
+        return self
 
     @field_validator("source")
     @classmethod
@@ -543,7 +660,7 @@ class Manifest(BaseModel):
 
 
 # What the manifest says *about* the facts: stored with it, never part of its identity.
-JUDGMENT_FIELDS = frozenset({"hold_reasons", "label_check", "notes"})
+JUDGMENT_FIELDS = frozenset({"hold_reasons", "label_checks", "notes"})
 
 
 def record_id_for(identity_digest: str) -> str:

@@ -7,7 +7,7 @@ The schemas are exported to ``schemas/cli/`` (``make schema``; a test fails when
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -212,11 +212,49 @@ class VerifyStaleOutput(Output):
     )
 
 
+class ApprovalOut(_Out):
+    """The approval a production record was promoted with: who answers for it, what it is
+    known not to do, and when it must be tested again."""
+
+    owner: str | None = None
+    limitations: list[str] = Field(default_factory=list)
+    retest_by: date | None = Field(default=None, description="Re-test it by this day (UTC).")
+    retest_overdue: bool = Field(
+        default=False, description="retest_by is in the past: the re-test is overdue."
+    )
+
+
+class RelaxationOut(_Out):
+    """One way a gate was weakened after the record failed it: ``before`` → ``after``."""
+
+    what: str
+    before: float | str | None
+    after: float | str | None
+    failed_run: str | None = Field(default=None, description="A run that failed the stricter gate.")
+
+
+class AcceptedRelaxationOut(_Out):
+    """A relaxed gate a releaser accepted with this promote (``--accept-relaxed-gate``)."""
+
+    terms: str = Field(description="sha256 of the gate terms the record's pass was judged by.")
+    suite: str | None = None
+    changes: list[RelaxationOut]
+    failed_runs: list[str] = Field(default_factory=list)
+
+
 class PromoteOutput(Output):
     changed: bool
     message: str
     promotion: PromotionOut | None
     warning: str | None = None
+    approval: ApprovalOut | None = Field(
+        default=None, description="The approval kept with the promotion (None: none given)."
+    )
+    accepted: list[AcceptedRelaxationOut] = Field(
+        default_factory=list,
+        description="Relaxed gates accepted with this promote (recorded as "
+        "gate-relaxation-accepted events).",
+    )
 
 
 class DeployedOut(_Out):
@@ -255,6 +293,42 @@ class RejectedCandidate(_Out):
     hint: str | None = None
 
 
+class DrillCaseOut(_Out):
+    """A failing case of the record rolled away from, asked again of the candidate."""
+
+    case_id: str = Field(description="Its id in the drill suite.")
+    from_case: str = Field(description="Its id in the failing run it came from.")
+    prompt: str
+    expect: str
+    output: str | None
+    classification: str
+    reason: str
+    passed: bool
+
+
+class DrillOut(_Out):
+    """A rollback drill: the failing cases of the record rolled away from, and the suite in
+    force, run against the candidate on this host before the switch. Its run is stored as a
+    one-off (exploratory): evidence of the rollback, never the run that decides a verdict."""
+
+    record_id: str = Field(description="The candidate drilled.")
+    target: str
+    run_id: str = Field(description="The drill's stored run (exploratory).")
+    passed: bool
+    suite: str = Field(description="The drill suite: the suite in force and the failing cases.")
+    suite_in_force: str | None = Field(
+        description="The suite in force it contains (None: the golden prompts)."
+    )
+    from_record: str = Field(description="The record rolled away from (production now).")
+    from_run: str | None = Field(
+        description="Its newest failing counting run the cases came from (None: it has none, "
+        "so the drill ran the suite in force alone)."
+    )
+    cases: list[DrillCaseOut] = Field(description="The failing cases asked again.")
+    failed: list[str] = Field(description="What failed, one line each (empty: it passed).")
+    message: str
+
+
 class RollbackOutput(Output):
     model_id: str
     target: str
@@ -274,6 +348,11 @@ class RollbackOutput(Output):
         default=None, description="Set when production was put there by a rollback already."
     )
     rejected: list[RejectedCandidate] = Field(default_factory=list)
+    drill: DrillOut | None = Field(
+        default=None,
+        description="With --drill: the drill run against the candidate; a failed drill "
+        "switches nothing.",
+    )
     message: str
 
 
@@ -304,6 +383,11 @@ class StatusEntry(_Out):
     )
     unfetchable: str | None = Field(
         default=None, description="Why no location holds the files, when none does."
+    )
+    approval: ApprovalOut | None = Field(
+        default=None,
+        description="The approval production was promoted with (None: none recorded); "
+        "approval.retest_overdue says its re-test date has passed.",
     )
 
 
@@ -465,6 +549,14 @@ class SuiteOutput(Output):
     cases: int
     subsets: list[str]
     message: str
+    changes: list[str] = Field(
+        default_factory=list, description="What changed from the version attached before."
+    )
+    weakens: list[str] = Field(
+        default_factory=list,
+        description="The changes that weaken the gate: a record that failed the earlier "
+        "version needs a releaser's acceptance of its later pass.",
+    )
 
 
 class SuiteCaseOutput(Output):

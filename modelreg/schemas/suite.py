@@ -145,6 +145,33 @@ class Expectation(BaseModel):
         return f"{self.mode} {self.value!r}"
 
 
+MAX_FILL_TOKENS = 8192
+# The filler of a long-context case: plain sentences, numbered so no two are alike (a model
+# cannot answer from a repeated pattern) and with nothing in them a question could be about.
+_FILLER = (
+    "Note {n}: the archive keeps this line only to take up room; it records no fact, no name "
+    "and no number that matters to any question. "
+)
+
+
+class LongContext(BaseModel):
+    """A case asked after a long input: ``needle`` (the fact the answer needs) first, then
+    filler up to ``fill`` of the model's trained context — at most ``max_fill_tokens``, so the
+    case costs a bounded time on any model — then the case's prompt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    needle: str = Field(min_length=1, max_length=2000)
+    fill: float = Field(default=0.5, gt=0, le=0.95)
+    max_fill_tokens: int = Field(default=1024, ge=16, le=MAX_FILL_TOKENS)
+
+    def fill_tokens(self, context_length: int | None) -> int:
+        """Tokens of filler for a model of ``context_length`` (unknown: the cap)."""
+        if context_length is None or context_length <= 0:
+            return self.max_fill_tokens
+        return max(16, min(self.max_fill_tokens, int(context_length * self.fill)))
+
+
 class Case(BaseModel):
     """One golden prompt: what to ask, how, and what the answer must be."""
 
@@ -159,6 +186,22 @@ class Case(BaseModel):
     # turn within max_tokens; a plain completion may run to the budget.
     chat: bool | None = None
     note: str | None = Field(default=None, max_length=4000)  # why the case is here
+    long_context: LongContext | None = None
+
+    def prompt_for(self, context_length: int | None) -> str:
+        """What the runtime is asked: the prompt, after the long input of a long-context case
+        sized to the model's trained context (about 3 characters a token: llama-family
+        tokenizers average ~4 on English, so the input stays within its budget)."""
+        if self.long_context is None:
+            return self.prompt
+        budget = self.long_context.fill_tokens(context_length) * 3
+        filler: list[str] = []
+        used = 0
+        while used < budget:
+            line = _FILLER.format(n=len(filler) + 1)
+            filler.append(line)
+            used += len(line)
+        return f"{self.long_context.needle}\n\n{''.join(filler).strip()}\n\n{self.prompt}"
 
 
 # The resource gates, one definition for a suite's thresholds and a target's ``gates:``.
@@ -176,7 +219,10 @@ class ResourceGates(BaseModel):
 
     max_peak_rss_gib: PeakRssGiB = None
     min_decode_tokens_per_s: DecodeTokensPerS = None
+    min_prompt_tokens_per_s: DecodeTokensPerS = None
     max_ttft_ms: TtftMs = None
+    max_ttft_ms_p50: TtftMs = None
+    max_ttft_ms_p95: TtftMs = None
 
     @property
     def declared(self) -> bool:
@@ -192,17 +238,38 @@ class Thresholds(BaseModel):
     subsets: dict[str, float] = Field(default_factory=dict)
     max_peak_rss_gib: PeakRssGiB = None
     min_decode_tokens_per_s: DecodeTokensPerS = None
-    max_ttft_ms: TtftMs = None
+    min_prompt_tokens_per_s: DecodeTokensPerS = None
+    max_ttft_ms: TtftMs = None  # the slowest first token
+    max_ttft_ms_p50: TtftMs = None  # percentiles over the run's generations (nearest rank)
+    max_ttft_ms_p95: TtftMs = None
+    # Relative to a baseline record (only ``production``: the record production on the
+    # target being verified), from its own counting run on this suite version: at most this
+    # drop of the pass rate (0.01: one point), overall and per subset.
+    max_pass_rate_drop_vs: Literal["production"] | None = None
+    max_pass_rate_drop: float | None = Field(default=None, ge=0, le=1)
+    max_subset_pass_rate_drop: dict[str, float] = Field(default_factory=dict)
     min_top1_agreement: float | None = Field(default=None, ge=0, le=1)
     max_mean_kl: float | None = Field(default=None, ge=0)
 
-    @field_validator("subsets")
+    @field_validator("subsets", "max_subset_pass_rate_drop")
     @classmethod
-    def _rates_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+    def _rates_in_range(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        what = "min pass rate" if info.field_name == "subsets" else "pass-rate drop"
         for subset, rate in value.items():
             if not 0 <= rate <= 1:
-                raise ValueError(f"min pass rate of subset {subset!r} must be in [0, 1]: {rate}")
+                raise ValueError(f"{what} of subset {subset!r} must be in [0, 1]: {rate}")
         return value
+
+    @model_validator(mode="after")
+    def _baseline_complete(self) -> Thresholds:
+        drops = self.max_pass_rate_drop is not None or bool(self.max_subset_pass_rate_drop)
+        if drops and self.max_pass_rate_drop_vs is None:
+            raise ValueError("a pass-rate drop needs its baseline: max_pass_rate_drop_vs")
+        if self.max_pass_rate_drop_vs is not None and not drops:
+            raise ValueError(
+                "max_pass_rate_drop_vs needs max_pass_rate_drop or max_subset_pass_rate_drop"
+            )
+        return self
 
 
 class Suite(BaseModel):
@@ -224,7 +291,7 @@ class Suite(BaseModel):
                 raise ValueError(f"case id {case.id!r} is used twice")
             seen.add(case.id)
         subsets = {case.subset for case in self.cases}
-        for subset in self.thresholds.subsets:
+        for subset in [*self.thresholds.subsets, *self.thresholds.max_subset_pass_rate_drop]:
             if subset not in subsets:
                 raise ValueError(
                     f"thresholds.subsets names {subset!r}, but no case has that subset"
@@ -283,7 +350,8 @@ class Resources(BaseModel):
     peak_rss_bytes: int | None = None  # VmHWM of the runtime process
     load_ms: float | None = None
     ttft_ms_max: float | None = None
-    ttft_ms_median: float | None = None
+    ttft_ms_median: float | None = None  # the p50
+    ttft_ms_p95: float | None = None  # nearest rank: a measured value
     prompt_tokens_per_s: float | None = None
     decode_tokens_per_s: float | None = None
     context_used_tokens: int | None = None  # the most any one generation used
@@ -381,6 +449,7 @@ class SuiteResult(BaseModel):
     suite_digest: str
     passed: bool
     pass_rate: float
+    min_pass_rate: float | None = None  # the suite's, as judged (None: stored before it was)
     cases: list[CaseResult]
     subsets: list[SubsetResult]
     gates: list[GateResult]

@@ -26,6 +26,7 @@ import os
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
+from datetime import date
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -182,6 +183,15 @@ class _In(BaseModel):
 class PromoteInput(_In):
     target: str = Field(min_length=1, max_length=100)
     why: str | None = Field(default=None, max_length=10_000)
+    owner: str | None = Field(default=None, max_length=1_000, description="Who answers for it.")
+    limitations: list[str] = Field(
+        default_factory=list, max_length=100, description="Its known limitations."
+    )
+    retest_by: date | None = Field(default=None, description="Re-test it by this day (UTC).")
+    accept_relaxed_gate: bool = Field(
+        default=False,
+        description="Accept (with why) passes under a gate weakened after the record failed it.",
+    )
 
 
 class ReasonInput(_In):
@@ -720,7 +730,16 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         """Make the record production on the target (409 unless deployable there now).
         Role: releaser."""
         return json_response(
-            registry.promote(record_ref(record_id), body.target, why=body.why, actor=who.actor)
+            registry.promote(
+                record_ref(record_id),
+                body.target,
+                why=body.why,
+                actor=who.actor,
+                owner=body.owner,
+                limitations=body.limitations,
+                retest_by=body.retest_by,
+                accept_relaxed_gate=body.accept_relaxed_gate,
+            )
         )
 
     @app.post(

@@ -86,6 +86,7 @@ from modelreg.validators.openai_client import (
     EndpointUnavailable,
     OpenAIClient,
 )
+from modelreg.validators.resources import percentile
 from modelreg.validators.smoke import (
     GOLDEN_SUITE_NAME,
     describe_result,
@@ -537,11 +538,12 @@ class _EndpointRun:
             }
             if model_id is not None:
                 body["model"] = model_id
+            asked = case.prompt_for(self.ctx.record.manifest.architecture.context_length)
             if chat:
-                body["messages"] = [{"role": "user", "content": case.prompt}]
+                body["messages"] = [{"role": "user", "content": asked}]
                 path = "/v1/chat/completions"
             else:
-                body["prompt"] = case.prompt
+                body["prompt"] = asked
                 path = "/v1/completions"
             try:
                 answer = client.generate(path, body | extensions, chat)
@@ -830,6 +832,7 @@ def _speed(answers: list[tuple[str, Answer]]) -> dict[str, Any]:
     return {
         "ttft_ms_max": max(ttfts) if ttfts else None,
         "ttft_ms_median": round(statistics.median(ttfts), 2) if ttfts else None,
+        "ttft_ms_p95": percentile(ttfts, 95),
         "decode_tokens_per_s": round(tokens / (ms / 1000), 2) if tokens > 0 and ms > 0 else None,
     }
 

@@ -171,8 +171,8 @@ def llama_report(ctx: CheckContext) -> LlamaReport:
     flags = target_flags(ctx)
     request: dict[str, Any] = {
         "model_path": str(ctx.files[model_file.path]),
-        "prompts": request_prompts(suite),
-        "n_ctx": suite_context(suite),
+        "prompts": request_prompts(suite, ctx.record.manifest.architecture.context_length),
+        "n_ctx": suite_context(suite, ctx.record.manifest.architecture.context_length),
         "n_threads": ctx.threads,
         "max_tokens": ctx.options.max_new_tokens,
         "seed": ctx.options.seed,

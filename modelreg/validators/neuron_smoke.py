@@ -42,7 +42,8 @@ def run_host_path(
         "model_file": "model.pt",
         "embedding_file": facts.host_embedding.file,
         "scale": facts.host_embedding.scale or 1.0,
-        "prompts": request_prompts(suite),
+        # Sized to the largest bucket it was compiled for, never the trained context.
+        "prompts": request_prompts(suite, bucket),
         "max_tokens": max_tokens,
         "bucket": bucket,
         "require_neuron": require_neuron,

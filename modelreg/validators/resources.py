@@ -44,6 +44,16 @@ def mapped_libraries(maps: Path = Path("/proc/self/maps")) -> list[str]:
     return sorted(found)
 
 
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank ``q`` percentile (0 < q ≤ 100) of ``values`` — a value that was
+    measured, never an interpolation between two (None: nothing measured)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n·q/100)
+    return round(ordered[int(rank) - 1], 2)
+
+
 def _per_second(tokens: float, ms: float) -> float | None:
     return round(tokens / (ms / 1000), 2) if tokens > 0 and ms > 0 else None
 
@@ -64,6 +74,7 @@ def resources_from_response(response: dict[str, Any]) -> Resources:
         load_ms=response.get("load_ms"),
         ttft_ms_max=max(ttfts) if ttfts else None,
         ttft_ms_median=round(statistics.median(ttfts), 2) if ttfts else None,
+        ttft_ms_p95=percentile(ttfts, 95),
         prompt_tokens_per_s=_per_second(prompt_tokens, prompt_ms),
         decode_tokens_per_s=_per_second(decode_tokens, decode_ms),
         context_used_tokens=max(used) if used and max(used) > 0 else None,

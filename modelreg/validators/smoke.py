@@ -100,23 +100,26 @@ def smoke_suite(ctx: CheckContext) -> Suite:
     return suite_on_target(suite, ctx.target.name, ctx.target.gates)
 
 
-def suite_context(suite: Suite) -> int:
+def suite_context(suite: Suite, context_length: int | None = None) -> int:
     """Tokens of context to allocate so that every case's prompt (at a pessimistic 2 characters
-    per token, plus a chat template's wrapping) and its whole budget fit."""
-    needed = max(len(c.prompt) // 2 + 128 + c.max_tokens for c in suite.cases)
-    return max(SMOKE_CONTEXT, -(-needed // 256) * 256)
+    per token, plus a chat template's wrapping) and its whole budget fit — a long-context
+    case's as sized for a model of ``context_length``, never past it."""
+    needed = max(len(c.prompt_for(context_length)) // 2 + 128 + c.max_tokens for c in suite.cases)
+    wanted = max(SMOKE_CONTEXT, -(-needed // 256) * 256)
+    return min(wanted, context_length) if context_length else wanted
 
 
 def smoke_context(ctx: CheckContext) -> int:
-    return suite_context(smoke_suite(ctx))
+    return suite_context(smoke_suite(ctx), ctx.record.manifest.architecture.context_length)
 
 
-def request_prompts(suite: Suite) -> list[dict[str, Any]]:
-    """The ``prompts`` list of a runtime child's request."""
+def request_prompts(suite: Suite, context_length: int | None = None) -> list[dict[str, Any]]:
+    """The ``prompts`` list of a runtime child's request (long-context cases sized for a model
+    of ``context_length``)."""
     return [
         {
             "id": c.id,
-            "prompt": c.prompt,
+            "prompt": c.prompt_for(context_length),
             "chat": c.chat,
             "max_tokens": c.max_tokens,
             "expect": c.expect.describe(),

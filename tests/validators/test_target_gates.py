@@ -148,9 +148,9 @@ def test_the_default_suite_passes_a_good_build_on_a_loaded_host() -> None:
     assert result.passed, result.reasons
     assert [g.gate for g in result.gates] == ["min_top1_agreement", "max_mean_kl"]
     assert describe_result(result) == (
-        "suite default-chat: 4/15 passed (arithmetic 0/2, code 1/2, facts 3/3, json 0/2, "
-        "non-english 0/2, rare-name 0/2, stop 0/2); peak RSS 0.46 GiB, decode 1.63 tok/s, "
-        "TTFT max 20.5 s"
+        "suite default-chat: 4/17 passed (arithmetic 0/2, code 1/2, facts 3/3, json 0/2, "
+        "korean 0/1, long-context 0/1, non-english 0/2, rare-name 0/2, stop 0/2); peak RSS "
+        "0.46 GiB, decode 1.63 tok/s, TTFT max 20.5 s"
     )
 
 
@@ -162,7 +162,7 @@ def test_the_default_suite_keeps_its_quality_gates() -> None:
     result = evaluate_suite(suite, run, LOADED_HOST)
     assert not result.passed
     assert result.reasons == [
-        "pass rate 2/15 = 13% < min_pass_rate 20%",
+        "pass rate 2/17 = 12% < min_pass_rate 20%",
         "subset facts: 1/3 = 33% < 66%",
     ]
 

