@@ -4,14 +4,16 @@ failed it does not pass silently — the releaser sees the before/after and sign
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import modelreg
 from modelreg.bundled import SMOLLM2_BASE, SMOLLM2_MODEL_ID, SMOLLM2_PACKAGE
 from modelreg.errors import InvalidInput, NotDeployable
+from tests.helpers import stored
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 SUITE = """schema_version: 1
 name: release
@@ -30,6 +32,7 @@ cases:
 """
 
 
+@pytest.mark.slow
 def test_a_floor_lowered_after_a_failure_needs_a_signed_acceptance(
     smollm2: Path, tmp_path: Path
 ) -> None:
@@ -95,3 +98,86 @@ def test_a_floor_lowered_after_a_failure_needs_a_signed_acceptance(
     registry.attach_suite(SMOLLM2_MODEL_ID, suite, why="lower again", actor="qa")
     again = registry.verify(record, "cpu", actor="qa")
     assert [r.code for r in again.deployability.reasons] == ["gate_relaxed_after_failure"]
+
+
+BASELINE_SUITE = """schema_version: 1
+name: baseline
+thresholds:
+  min_pass_rate: 0.5
+  max_pass_rate_drop_vs: production
+  max_pass_rate_drop: 0.01
+cases:
+  - {id: paris, prompt: "Capital of France?", expect: {value: Paris}}
+  - {id: tokyo, prompt: "Capital of Japan?", expect: {value: Tokyo}}
+"""
+
+
+def _suite_run(registry: Any, record_id: str, answers: dict[str, str]) -> Any:
+    """verify's own recording path (``_record_results``) with a suite result judged from
+    ``answers`` — the runtime aside, everything after it is verify's code."""
+    from datetime import UTC, datetime
+
+    from modelreg.schemas.suite import Generation
+    from modelreg.schemas.verification import CheckResult, Outcome
+    from modelreg.validators.judge import evaluate_suite
+
+    record = registry.get(record_id)
+    target = registry.target("cpu")
+    attached = stored(registry).model_suites().get(record.model_id)
+    plan = registry._verify_plan(record, target, None, None, attached, None, None)
+    suite = plan.suite
+    generations = {
+        c.id: Generation(prompt=c.prompt, output=answers.get(c.id, "no idea"), chat=False)
+        for c in suite.cases
+    }
+    result = evaluate_suite(suite, generations)
+    now = datetime.now(UTC)
+    check = CheckResult(
+        check="gguf-cpu-smoke",
+        required=True,
+        outcome=Outcome.PASS if result.passed else Outcome.FAIL,
+        summary="synthetic suite run",
+        evidence={"suite_result": result.model_dump(mode="json")},
+        started_at=now,
+        finished_at=now,
+    )
+    return registry._record_results(record, target, [check], plan, "tester")
+
+
+def test_a_pass_rate_drop_is_judged_against_productions_own_run(
+    registry: Any, tmp_path: Path
+) -> None:
+    from tests.helpers import add_synthetic
+
+    first, second = add_synthetic(registry, 1), add_synthetic(registry, 2)
+    model = registry.get(first).model_id
+    both = {"paris": "Paris", "tokyo": "Tokyo"}
+    suite = tmp_path / "baseline.yaml"
+    suite.write_text(BASELINE_SUITE)
+    registry.attach_suite(model, suite, actor="qa")
+
+    # Nothing is production: no baseline, never a pass.
+    out = _suite_run(registry, second, both)
+    assert not out.passed
+    assert "no baseline (nothing is production for" in out.checks[0].summary
+    # The first release under a suite without the relative gate; production is then its own
+    # baseline, and a candidate is judged against production's run on this suite version.
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(
+        BASELINE_SUITE.replace("  max_pass_rate_drop_vs: production\n", "").replace(
+            "  max_pass_rate_drop: 0.01\n", ""
+        )
+    )
+    registry.attach_suite(model, plain, why="the first release has no baseline", actor="qa")
+    _suite_run(registry, first, both)
+    registry.promote(first, "cpu", why="v1", actor="rel")
+    registry.attach_suite(model, suite, why="gate on production from now on", actor="qa")
+    stale = _suite_run(registry, second, both)
+    assert not stale.passed and "is not on suite baseline sha256:" in stale.checks[0].summary
+    assert _suite_run(registry, first, both).passed  # production: its own baseline
+    dropped = _suite_run(registry, second, {"paris": "Paris"})  # 50 %: passes the floor ...
+    assert not dropped.passed  # ... not the drop from production's 100 %
+    assert "a drop of 50.0 pp > 1.0 pp" in dropped.checks[0].summary
+    assert dropped.checks[0].evidence["baseline"] == first
+    same = _suite_run(registry, second, both)
+    assert same.passed and same.deployability.deployable

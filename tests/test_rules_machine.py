@@ -4,8 +4,10 @@ machine over the public Python API, on SQLite, with synthetic check results and 
 Each history interleaves adds, verify passes / failures / unavailable checks, one-off suite
 runs, suite attach / detach, target redefinition, runtime changes that matter (a rebuilt
 ``libggml-cpu.so``) and that do not (markupsafe's ``_speedups.so``), promote, hold, release,
-retire, rollback plan / apply / ``--to``, unsigned imported runs, and a record's only copy
-vanishing and coming back. After every step the invariants are checked against what the API
+retire, rollback plan / apply / ``--to``, unsigned imported runs, a record's only copy
+vanishing and coming back, suite versions that lower the floor after a failure and a
+releaser's acceptance of them, promotions with an approval record, and community quants
+without a base revision. After every step the invariants are checked against what the API
 says. verify's checks are synthetic; everything after them — fingerprint, the one-off rule,
 the locked write, every decision — is verify's own code (``Registry._record_results``).
 
@@ -217,6 +219,7 @@ class RegistryMachine(RuleBasedStateMachine):
         self.failed_rates: dict[str, list[float]] = {}
         self.last_rate: dict[str, float | None] = {}
         self.accepted: set[tuple[str, float]] = set()
+        self.community: set[str] = set()  # quantized records without a base revision
         self.next_id = 0
         self.added: list[str] = []
 
@@ -321,6 +324,23 @@ class RegistryMachine(RuleBasedStateMachine):
         self.next_id += 1
         record_id = add_synthetic(self.registry, self.next_id, MODEL)
         self.added.append(record_id)
+        return record_id
+
+    @precondition(lambda self: len(self.added) < 5)
+    @rule(target=records)
+    def add_community_quant(self) -> Any:
+        """A Q4_1 file whose base model is unknown, its manifest stating no hold: held
+        (``provenance_unknown``) from its facts, whatever the manifest says — and so never
+        deployable, whatever its runs (``deployable_has_a_counting_run``)."""
+        self.next_id += 1
+        quantization = {"tensor_types": {"Q4_1": {"tensors": 1, "params": 1000, "bytes": 600}}}
+        record_id = add_synthetic(
+            self.registry, self.next_id, MODEL, quantization=quantization, hold_reasons=[]
+        )
+        self.added.append(record_id)
+        self.community.add(record_id)
+        verdict = self.registry.deployability(record_id, TARGET)
+        assert "provenance_unknown" in [r.code for r in verdict.reasons]
         return record_id
 
     @rule(
@@ -509,11 +529,27 @@ class RegistryMachine(RuleBasedStateMachine):
         self.speedups.write_bytes(self.speedups.read_bytes() + b"+")
         assert self.verdicts() == before
 
-    @rule(record=records)
-    def promote(self, record: str) -> None:
+    @rule(record=records, approval=st.booleans())
+    def promote(self, record: str, approval: bool) -> None:
+        """(With an approval record sometimes: the fast path must show the one production
+        was promoted with — compared in ``fast_path_is_a_fresh_derivation``.)"""
+        from datetime import date, timedelta
+
         verdict = self.registry.deployability(record, TARGET)
+        given: dict[str, Any] = (
+            {
+                "owner": f"owner-{self.next_id}",
+                "limitations": ["synthetic"],
+                "retest_by": date.today() + timedelta(days=self.next_id),
+            }
+            if approval
+            else {}
+        )
         try:
-            self.registry.promote(record, TARGET, why="machine", actor="machine")
+            self.registry.promote(record, TARGET, why="machine", actor="machine", **given)
+        except InvalidInput:
+            # The production record again with another approval: refused, nothing changed.
+            assert approval and self.production() == record
         except NotDeployable:
             assert not verdict.deployable
         else:
@@ -662,6 +698,12 @@ class RegistryMachine(RuleBasedStateMachine):
         return {f.sha256: self.registry.gate(MODEL, TARGET, f.sha256).passed for f in files}
 
     # -- invariants ---------------------------------------------------------------------------
+
+    @invariant()
+    def a_community_quant_without_provenance_is_never_deployable(self) -> None:
+        for record in self.community:
+            assert not self.registry.deployability(record, TARGET).deployable
+        assert self.production() not in self.community  # never promoted, never rolled back to
 
     @invariant()
     def a_relaxed_gate_counts_only_once_accepted(self) -> None:

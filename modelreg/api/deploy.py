@@ -752,19 +752,25 @@ class Deploy(Core):
         now, has a fetchable copy and was never rolled back from — or ``to``; or nothing to do
         when production was put there by a rollback and is deployable. Raises
         ``NoRollbackCandidate`` when there is none."""
-        self._require_model(model_id)
-        the_target = self.target(target)
-        with self.store.read() as reads:
-            to = reads.record(to).id if to is not None else None
-            judge = self.judge(reads)
-            if to is not None:
-                self._check_to(reads, model_id, target, to)
-            plan = self._plan(reads, model_id, the_target, judge, to)
-        if plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
-            raise self._no_candidate(model_id, target, plan)
+        _, plan = self._read_plan(model_id, target, to)
         return self._rollback_output(
             model_id, target, plan, _plan_message(model_id, target, plan), None
         )
+
+    def _read_plan(self, model_id: str, target: str, to: str | None) -> tuple[Target, _Plan]:
+        """The rollback decision from one snapshot (``--to`` resolved and checked in it);
+        ``NoRollbackCandidate`` when there is none."""
+        self._require_model(model_id)
+        the_target = self.target(target)
+        with self.store.read() as reads:
+            resolved = reads.record(to).id if to is not None else None
+            judge = self.judge(reads)
+            if resolved is not None:
+                self._check_to(reads, model_id, target, resolved)
+            plan = self._plan(reads, model_id, the_target, judge, resolved)
+        if plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
+            raise self._no_candidate(model_id, target, plan)
+        return the_target, plan
 
     def drill_rollback(
         self,
@@ -781,17 +787,8 @@ class Deploy(Core):
         as a one-off of the candidate (it decides no verdict) and a ``rollback-drill`` event
         names it; production does not change. ``drill.passed`` says whether the candidate
         answers what failed. Raises ``NoRollbackCandidate`` when there is none."""
-        self._require_model(model_id)
-        the_target = self.target(target)
         actor = actor or config.actor()
-        with self.store.read() as reads:
-            resolved = reads.record(to).id if to is not None else None
-            judge = self.judge(reads)
-            if resolved is not None:
-                self._check_to(reads, model_id, target, resolved)
-            plan = self._plan(reads, model_id, the_target, judge, resolved)
-        if plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
-            raise self._no_candidate(model_id, target, plan)
+        the_target, plan = self._read_plan(model_id, target, to)
         message = _plan_message(model_id, target, plan)
         if plan.decision.action is rules.RollbackAction.NOTHING_TO_DO:
             return self._rollback_output(

@@ -349,6 +349,8 @@ class Verify(Core):
             if production is None:
                 return None, None, f"nothing is production for {record.model_id} on {target.name}"
             baseline_id = production.record_id
+            if baseline_id == record.id:
+                return None, baseline_id, None  # production is its own baseline: no drop
             baseline = reads.records_by_id([baseline_id])[baseline_id]
             runs = reads.latest_runs([baseline_id], target.name)[baseline_id]
             verdict = self.judge(reads).verdict(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -50,7 +51,8 @@ if TYPE_CHECKING:
 
 
 def _reason_out(r: Reason) -> ReasonOut:
-    return ReasonOut(code=r.code.value, message=r.message, hint=r.hint)
+    detail = dict(r.detail) if r.detail is not None else None
+    return ReasonOut(code=r.code.value, message=r.message, hint=r.hint, detail=detail)
 
 
 def deployability_out(d: Deployability) -> DeployabilityOut:
@@ -76,6 +78,9 @@ def promotion_out(p: Promotion) -> PromotionOut:
         at=p.at,
         actor=p.actor,
         why=p.why,
+        owner=p.owner,
+        limitations=list(p.limitations),
+        retest_by=p.retest_by.astimezone(UTC).date() if p.retest_by is not None else None,
     )
 
 

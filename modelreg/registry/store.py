@@ -521,6 +521,15 @@ def _run_checks_statement() -> Any:
     )
 
 
+def effective_holds(stated: Sequence[str], manifest: Manifest) -> list[str]:
+    """The holds a record is judged by: those its manifest states and those its facts imply
+    now (``holds.hold_reasons``) — a manifest edited to drop a hold, or stored before a rule
+    existed, is held all the same."""
+    from modelreg.manifests.holds import hold_reasons
+
+    return list(dict.fromkeys([*stated, *hold_reasons(manifest)]))
+
+
 def record_rows(
     manifest: Manifest,
     record_id: str,
@@ -542,7 +551,7 @@ def record_rows(
             source=manifest.source,
             license=manifest.license.id,
             manifest_json=manifest.canonical_json(),
-            hold_reasons_json=json.dumps(manifest.hold_reasons),
+            hold_reasons_json=json.dumps(effective_holds(manifest.hold_reasons, manifest)),
             root=root,
             created_at=created_at,
             created_by=created_by,

@@ -37,6 +37,11 @@ class ReasonOut(_Out):
     code: str
     message: str
     hint: str | None = None
+    detail: dict[str, Any] | None = Field(
+        default=None,
+        description="Structured facts behind the reason (gate_relaxed_after_failure: the terms "
+        "passed under, each change with its before/after values and the failed runs).",
+    )
 
 
 class FileOut(_Out):
@@ -107,6 +112,10 @@ class PromotionOut(_Out):
     at: datetime
     actor: str
     why: str | None
+    # The approval record it was made with (promote --owner/--limitation/--retest-by).
+    owner: str | None = None
+    limitations: list[str] = Field(default_factory=list)
+    retest_by: date | None = None
 
 
 class RunOut(_Out):

@@ -886,7 +886,8 @@ def baseline_gates(
 ) -> list[GateResult]:
     """The suite's pass-rate drops relative to its baseline record (``max_pass_rate_drop_vs``):
     ``baseline`` is that record's own counting run's result on this suite version (None:
-    there is none, ``problem`` says why — unmeasured, never a pass)."""
+    there is none, ``problem`` says why — unmeasured, never a pass; None without a problem:
+    the record judged is the baseline itself, which drops nothing from itself)."""
     t = suite.thresholds
     wanted: list[tuple[str, str | None, float | None]] = [
         ("max_pass_rate_drop", None, t.max_pass_rate_drop)
@@ -904,8 +905,20 @@ def baseline_gates(
     for name, subset, limit in wanted:
         if limit is None:
             continue
-        base = rate(baseline, subset) if baseline is not None else None
         now = rate(result, subset)
+        if baseline is None and problem is None:
+            gates.append(
+                GateResult(
+                    gate=name,
+                    outcome=GateOutcome.PASS,
+                    measured=0.0,
+                    limit=limit,
+                    message=f"{name}: {baseline_id} is production, its own baseline",
+                    source=GateSource.BASELINE,
+                )
+            )
+            continue
+        base = rate(baseline, subset) if baseline is not None else None
         if base is None or now is None:
             why = problem or f"{baseline_id} has no result for subset {subset}"
             gates.append(

@@ -432,3 +432,41 @@ def test_concurrent_writers_of_one_name_get_answers_not_integrity_errors(store: 
         else:
             changes = [o["edge"] for o in outcomes]  # type: ignore[index]
             assert changes.count("added") == 1 and changes.count("unchanged") == workers - 1
+
+
+def test_migration_0009_holds_records_added_before_the_provenance_rule(
+    db_url: str, smollm2: Path
+) -> None:
+    """A quantized record added before the provenance rule (its stored holds: none) is held
+    after the upgrade like one added today — a rule judges every record, not only new ones."""
+    from datetime import UTC, datetime
+
+    from modelreg.bundled import SMOLLM2_MODEL_ID, SMOLLM2_PACKAGE
+    from modelreg.registry.store import record_rows
+    from modelreg.registry.tables import ModelRow
+
+    engine = create_registry_engine(db_url)
+    migrate(engine, "0008")
+    inspected = modelreg.inspect(
+        [smollm2], model_id=SMOLLM2_MODEL_ID, source=f"pypi://{SMOLLM2_PACKAGE}"
+    )
+    manifest = Manifest.model_validate(inspected.manifest)
+    assert any(h.startswith("provenance_unknown: ") for h in manifest.hold_reasons)
+    old = manifest.model_copy(update={"hold_reasons": []})  # as a 0008 add stored it
+    rows = record_rows(
+        old, "r_000000000001", old.identity_digest(), "/old", datetime.now(UTC), "old"
+    )
+    rows[0].hold_reasons_json = "[]"  # type: ignore[attr-defined]
+    with engine.begin() as c:
+        c.execute(
+            ModelRow.__table__.insert().values(
+                model_id=SMOLLM2_MODEL_ID, created_at=datetime.now(UTC)
+            )
+        )  # type: ignore[attr-defined]
+        for row in rows:
+            values = {k: v for k, v in row.model_dump().items() if v is not None}
+            c.execute(type(row).__table__.insert().values(**values))  # type: ignore[attr-defined]
+    migrate(engine)
+    registry = modelreg.open(db_url)
+    verdict = registry.deployability("r_000000000001", "cpu")
+    assert ReasonCode.PROVENANCE_UNKNOWN in [r.code for r in verdict.reasons]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,11 @@ def test_batched_generations_say_so_and_keep_their_timings(
     smollm2_runs: dict[bool, list[dict[str, Any]]],
 ) -> None:
     batched, sequential = smollm2_runs[True], smollm2_runs[False]
-    assert {(g["batched"], g["batch_size"]) for g in batched} == {(True, len(batched))}
+    # Groups as the context budget allows (the long-context case's cells split the suite in
+    # two): every generation is batched and says the size of the whole group it ran in.
+    sizes = Counter(g["batch_size"] for g in batched)
+    assert all(g["batched"] for g in batched) and sum(sizes.values()) == len(batched)
+    assert all(n % size == 0 for size, n in sizes.items()) and max(sizes) > 1
     assert {(g["batched"], g["batch_size"]) for g in sequential} == {(False, 1)}
     assert set(batched[0]) >= set(sequential[0])
     for g in batched:

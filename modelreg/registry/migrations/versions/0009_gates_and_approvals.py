@@ -11,6 +11,10 @@ accepts it (``gate_relaxed_after_failure``). Existing runs get theirs from their
 ``promotions.owner``, ``limitations_json`` and ``retest_by``: who answers for a production
 record, what it is known not to do, and when it must be tested again.
 
+Every record's ``hold_reasons_json`` is re-derived (its stated holds and those its manifest's
+facts imply under today's rules: identity, provenance, recipe): a record added before a rule
+existed is held like one added after it.
+
 Columns are added with plain ``ALTER TABLE … ADD COLUMN`` (no batch copy on SQLite, which
 would drop the generation triggers of migration 0008).
 """
@@ -60,6 +64,37 @@ def upgrade() -> None:
         if terms is not None:
             connection.execute(
                 runs.update().where(runs.c.run_id == run_id).values(gate_terms_json=terms.to_json())
+            )
+    _rederive_holds(connection)
+
+
+def _rederive_holds(connection: sa.engine.Connection) -> None:
+    from pydantic import ValidationError
+
+    from modelreg.registry.store import effective_holds
+    from modelreg.schemas.manifest import Manifest
+
+    records = sa.table(
+        "records",
+        sa.column("id", sa.String),
+        sa.column("manifest_json", sa.Text),
+        sa.column("hold_reasons_json", sa.Text),
+    )
+    rows = connection.execute(
+        sa.select(records.c.id, records.c.manifest_json, records.c.hold_reasons_json)
+    ).all()
+    for record_id, manifest_json, holds_json in rows:
+        try:
+            manifest = Manifest.model_validate_json(manifest_json)
+            stated = json.loads(holds_json or "[]")
+        except (ValidationError, ValueError):
+            continue  # `modelreg db check` reports a row that cannot be read
+        holds = effective_holds(stated, manifest)
+        if holds != stated:
+            connection.execute(
+                records.update()
+                .where(records.c.id == record_id)
+                .values(hold_reasons_json=json.dumps(holds))
             )
 
 
