@@ -522,12 +522,21 @@ def _run_checks_statement() -> Any:
 
 
 def effective_holds(stated: Sequence[str], manifest: Manifest) -> list[str]:
-    """The holds a record is judged by: those its manifest states and those its facts imply
-    now (``holds.hold_reasons``) — a manifest edited to drop a hold, or stored before a rule
-    existed, is held all the same."""
-    from modelreg.manifests.holds import hold_reasons
+    """The holds a record is judged by: those its facts imply now (``holds.finalize``) and
+    those its manifest states beyond them (a fact the rules word otherwise — "license
+    unknown: …" — is one hold, not two) — a manifest edited to drop a hold, or stored before
+    a rule existed, is held all the same."""
+    from modelreg.manifests.holds import finalize
+    from modelreg.rules import CODED_HOLDS
 
-    return list(dict.fromkeys([*stated, *hold_reasons(manifest)]))
+    def fact(reason: str) -> str:
+        label = reason.partition(": ")[0]
+        return reason if label in CODED_HOLDS else label
+
+    derived = finalize(manifest).hold_reasons
+    known = {fact(r) for r in derived}
+    kept = [r for r in stated if r in derived or fact(r) not in known]
+    return list(dict.fromkeys([*kept, *derived]))
 
 
 def record_rows(
