@@ -50,7 +50,9 @@ class Classification(StrEnum):
 
     PASS = "pass"
     WRONG_ANSWER = "wrong_answer"
-    # Empty, repeated, near-constant, control characters or raw special tokens.
+    # Empty, repeated, near-constant, control characters or raw special tokens; word salad
+    # from broken weights (stutter, few distinct words, glued fragments, non-words, walls of
+    # line breaks or punctuation) — judged before the stop and answer checks.
     DEGENERATE = "degenerate"
     # A chat model that did not end its turn (no EOS / end-of-turn token within the budget,
     # or an end-of-turn marker written out as text).
