@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from modelreg.boundedfile import read_bounded
 from modelreg.errors import InvalidArtifact, InvalidInput
-from modelreg.rules import GateTerms
+from modelreg.rules import GateTerms, relaxations
 from modelreg.safeyaml import load_yaml, read_yaml_file
 from modelreg.schemas.suite import Case, CaseResult, Suite, SuiteResult, Thresholds
 from modelreg.textsafe import for_terminal
@@ -198,7 +198,7 @@ def append_case(path: Path, case: Case) -> Suite:
 # ---------------------------------------------------------------------------- gate terms
 
 
-def _case_digest(case: CaseResult) -> str:
+def _case_digest(case: Case | CaseResult) -> str:
     asked = [
         case.prompt,
         case.chat,
@@ -253,55 +253,64 @@ def _case_changes(old: Case, new: Case) -> list[str]:
     return changed
 
 
+# Thresholds that are not limits of one gate each (the rest are: ``max_…`` / ``min_…``).
+_NOT_LIMITS = frozenset(
+    {"min_pass_rate", "subsets", "max_pass_rate_drop_vs", "max_subset_pass_rate_drop"}
+)
+
+
+def suite_terms(suite: Suite) -> GateTerms:
+    """The terms a run of ``suite`` is judged by (``gate_terms`` of its result, before any
+    run): the same keys, so one rule (``rules.relaxations``) says what weakens a gate."""
+    t = suite.thresholds
+    limits = {
+        name: float(value)
+        for name, value in t.model_dump().items()
+        if name not in _NOT_LIMITS and value is not None
+    }
+    limits |= {f"max_pass_rate_drop[{s}]": d for s, d in t.max_subset_pass_rate_drop.items()}
+    return GateTerms(
+        suite=f"{suite.name} sha256:{suite.digest()[:16]}",
+        target="",
+        passed=True,
+        min_pass_rate=t.min_pass_rate,
+        subsets=dict(t.subsets),
+        limits=limits,
+        cases={c.id: _case_digest(c) for c in suite.cases},
+    )
+
+
 def suite_changes(old: Suite | None, new: Suite | None) -> tuple[list[str], list[str]]:
     """What changed from one version of a model's suite to the next, one line each, and the
-    lines of those that weaken the gate (a lower pass rate, a looser or removed limit, a
-    removed or changed case — a changed case cannot be told stricter in general)."""
-    if old is None or new is None:
-        if old is None and new is None:
-            return [], []
-        if new is None:
-            assert old is not None
-            line = f"suite {old.name} detached ({len(old.cases)} cases)"
-            return [line], [line]
-        return [f"suite {new.name} attached ({len(new.cases)} cases)"], []
+    ways the new version weakens the gate — ``rules.relaxations``, the rule a record that
+    failed the old version is judged by (a changed case counts: it cannot be told stricter)."""
+    if old is None:
+        return ([f"suite {new.name} attached ({len(new.cases)} cases)"] if new else []), []
+    if new is None:
+        line = f"suite {old.name} detached ({len(old.cases)} cases)"
+        return [line], [line]
     changes: list[str] = []
-    weaker: list[str] = []
     if old.name != new.name:
         changes.append(f"name {old.name} → {new.name}")
     before, after = old.thresholds.model_dump(), new.thresholds.model_dump()
     for key in Thresholds.model_fields:
-        if key == "subsets":
-            continue
-        was, now = before[key], after[key]
-        if was == now:
-            continue
-        line = f"{key} {'none' if was is None else was} → {'none' if now is None else now}"
-        changes.append(line)
-        if was is not None and (
-            now is None or (now > was if key.startswith("max_") else now < was)
-        ):
-            weaker.append(line)
-    for subset in sorted(before["subsets"].keys() | after["subsets"].keys()):
-        was, now = before["subsets"].get(subset), after["subsets"].get(subset)
-        if was == now:
-            continue
-        line = f"subset {subset} min_pass_rate {was} → {now}"
-        changes.append(line)
-        if was is not None and (now is None or now < was):
-            weaker.append(line)
+        if key in ("subsets", "max_subset_pass_rate_drop"):
+            for subset in sorted(before[key].keys() | after[key].keys()):
+                was, now = before[key].get(subset), after[key].get(subset)
+                if was != now:
+                    changes.append(f"subset {subset} {key} {was} → {now}")
+        elif before[key] != after[key]:
+            was, now = before[key], after[key]
+            changes.append(
+                f"{key} {'none' if was is None else was} → {'none' if now is None else now}"
+            )
     old_cases = {c.id: c for c in old.cases}
     new_cases = {c.id: c for c in new.cases}
-    for case_id in sorted(old_cases.keys() - new_cases.keys()):
-        line = f"case {case_id} removed"
-        changes.append(line)
-        weaker.append(line)
-    for case_id in sorted(new_cases.keys() - old_cases.keys()):
-        changes.append(f"case {case_id} added")
+    changes += [f"case {i} removed" for i in sorted(old_cases.keys() - new_cases.keys())]
+    changes += [f"case {i} added" for i in sorted(new_cases.keys() - old_cases.keys())]
     for case_id in sorted(old_cases.keys() & new_cases.keys()):
         changed = _case_changes(old_cases[case_id], new_cases[case_id])
         if changed:
-            line = f"case {case_id} changed: {', '.join(changed)}"
-            changes.append(line)
-            weaker.append(line)
+            changes.append(f"case {case_id} changed: {', '.join(changed)}")
+    weaker = [r.describe() for r in relaxations(suite_terms(old), suite_terms(new))]
     return changes, weaker

@@ -328,3 +328,17 @@ def add_locations(registry: Any, record: Any, urls: list[str], actor: str) -> li
     with registry.store.locked(record.model_id) as tx:
         added: list[str] = tx.add_locations(record, urls, actor)
     return added
+
+
+def suite_evidence(suite: Any, answers: dict[str, str]) -> dict[str, Any]:
+    """A check's evidence as the smoke check stores it: ``suite`` judged by the real judge
+    (``evaluate_suite``) over ``answers`` (case id -> output; a missing case answers "no
+    idea"), the runtime aside."""
+    from modelreg.schemas.suite import Generation
+    from modelreg.validators.judge import evaluate_suite
+
+    generations = {
+        c.id: Generation(prompt=c.prompt, output=answers.get(c.id, "no idea"), chat=False)
+        for c in suite.cases
+    }
+    return {"suite_result": evaluate_suite(suite, generations).model_dump(mode="json")}

@@ -11,7 +11,7 @@ import pytest
 import modelreg
 from modelreg.bundled import SMOLLM2_BASE, SMOLLM2_MODEL_ID, SMOLLM2_PACKAGE
 from modelreg.errors import InvalidInput, NotDeployable
-from tests.helpers import stored
+from tests.helpers import stored, suite_evidence
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -117,27 +117,22 @@ def _suite_run(registry: Any, record_id: str, answers: dict[str, str]) -> Any:
     ``answers`` — the runtime aside, everything after it is verify's code."""
     from datetime import UTC, datetime
 
-    from modelreg.schemas.suite import Generation
+    from modelreg.schemas.suite import SuiteResult
     from modelreg.schemas.verification import CheckResult, Outcome
-    from modelreg.validators.judge import evaluate_suite
 
     record = registry.get(record_id)
     target = registry.target("cpu")
     attached = stored(registry).model_suites().get(record.model_id)
     plan = registry._verify_plan(record, target, None, None, attached, None, None)
-    suite = plan.suite
-    generations = {
-        c.id: Generation(prompt=c.prompt, output=answers.get(c.id, "no idea"), chat=False)
-        for c in suite.cases
-    }
-    result = evaluate_suite(suite, generations)
+    evidence = suite_evidence(plan.suite, answers)
+    result = SuiteResult.model_validate(evidence["suite_result"])
     now = datetime.now(UTC)
     check = CheckResult(
         check="gguf-cpu-smoke",
         required=True,
         outcome=Outcome.PASS if result.passed else Outcome.FAIL,
         summary="synthetic suite run",
-        evidence={"suite_result": result.model_dump(mode="json")},
+        evidence=evidence,
         started_at=now,
         finished_at=now,
     )

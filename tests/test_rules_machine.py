@@ -42,7 +42,7 @@ from modelreg import host
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
 from modelreg.fingerprint import inference_view, runtime_fingerprint
 from modelreg.schemas.verification import CheckResult, Outcome
-from tests.helpers import add_synthetic, key_pair, stored, synthetic_bytes
+from tests.helpers import add_synthetic, key_pair, stored, suite_evidence, synthetic_bytes
 
 settings.register_profile(
     "ci",
@@ -112,36 +112,13 @@ def _probe(probe: str, served: int | None) -> dict[str, Any]:
 
 
 def _suite_result(suite: Path, passed: bool) -> dict[str, Any]:
-    """A suite result as the smoke check stores it: judged by ``suite``'s thresholds."""
-    from modelreg.schemas.suite import CaseResult, SuiteResult
+    """A suite result as the smoke check stores it: ``suite``'s one case answered right (or
+    not), judged by its thresholds."""
     from modelreg.suites import load_suite
 
     loaded = load_suite(suite)
     case = loaded.cases[0]
-    result = SuiteResult(
-        suite_name=loaded.name,
-        suite_digest=loaded.digest(),
-        passed=passed,
-        pass_rate=1.0 if passed else 0.0,
-        min_pass_rate=loaded.thresholds.min_pass_rate,
-        cases=[
-            CaseResult(
-                case_id=case.id,
-                subset=case.subset,
-                prompt=case.prompt,
-                chat=case.chat,
-                max_tokens=case.max_tokens,
-                expect=case.expect,
-                output="Paris" if passed else "Lyon",
-                classification="pass" if passed else "wrong_answer",
-                reason="synthetic",
-            )
-        ],
-        subsets=[],
-        gates=[],
-        reasons=[] if passed else ["synthetic failure"],
-    )
-    return {"suite_result": result.model_dump(mode="json")}
+    return suite_evidence(loaded, {case.id: case.expect.value or ""} if passed else {})
 
 
 def _results(

@@ -164,11 +164,8 @@ def _accepted_out(reason: rules.Reason) -> AcceptedRelaxationOut:
 
 
 def _accepted_text(accepted: Sequence[AcceptedRelaxationOut]) -> str:
-    def shown(value: float | str | None) -> str:
-        return "none" if value is None else str(value)
-
     changes = [c for a in accepted for c in a.changes]
-    return "; ".join(f"{c.what} {shown(c.before)} → {shown(c.after)}" for c in changes)
+    return "; ".join(rules.Relaxation(c.what, c.before, c.after).describe() for c in changes)
 
 
 @dataclass(frozen=True)
@@ -373,10 +370,15 @@ def _drill_out(
         judged_suite = isinstance(check.evidence.get("suite_result"), dict)
         if rules.blocks(check.required, check.outcome) and not judged_suite:
             failed.append(f"{check.check}: {check.outcome.value} ({check.summary})")
-    if not report.passed and not failed:
+    # A drill passes only when a suite was judged and every case it asked again passed: a
+    # verify that judged none (a required check skipped) tried nothing, so it is no pass.
+    passed = report.passed and judged is not None and all(c.passed for c in cases)
+    if judged is None and report.passed:
+        failed.append("the drill judged no suite (no check ran one): nothing was tried")
+    if not passed and not failed:
         failed = [f"{c.check}: {c.outcome.value} ({c.summary})" for c in results]
     where = f"on {report.target} (run {report.run_id}, kept as a one-off)"
-    if report.passed:
+    if passed:
         if failure.run_id is None:
             message = (
                 f"drill passed: {current.id} has no failing run on {report.target}, so the "
@@ -401,13 +403,13 @@ def _drill_out(
         record_id=report.record.record_id,
         target=report.target,
         run_id=report.run_id,
-        passed=report.passed,
+        passed=passed,
         suite=suite_label(suite) or suite.name,
         suite_in_force=in_force,
         from_record=current.id,
         from_run=failure.run_id,
         cases=cases,
-        failed=failed if not report.passed else [],
+        failed=failed if not passed else [],
         message=message,
     )
 
@@ -876,13 +878,7 @@ class Deploy(Core):
         to = self.get(to).id if to is not None else None  # resolved before the lock
         drilled = None
         if drill:
-            with self.store.read() as reads:
-                judge = self.judge(reads)
-                if to is not None:
-                    self._check_to(reads, model_id, target, to)
-                planned = self._plan(reads, model_id, the_target, judge, to)
-            if planned.decision.action is rules.RollbackAction.NO_CANDIDATE:
-                raise self._no_candidate(model_id, target, planned)
+            _, planned = self._read_plan(model_id, target, to)
             if planned.decision.action is rules.RollbackAction.ROLLBACK:
                 drilled = self._drill(model_id, the_target, planned, actor, progress)
             if drilled is not None and not drilled.passed:

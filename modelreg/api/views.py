@@ -171,7 +171,9 @@ def _event_summary(kind: str, detail: dict[str, Any]) -> str:
         return f"drill run {detail.get('run_id')}: {said}" + (f" ({cases})" if cases else "")
     if kind == rules.RELAXATION_ACCEPTED:
         changes = detail.get("changes", [])
-        shown = "; ".join(f"{c['what']} {c['before']} → {c['after']}" for c in changes)
+        shown = "; ".join(
+            rules.Relaxation(c["what"], c["before"], c["after"]).describe() for c in changes
+        )
         return f"accepted a gate relaxed after failure: {shown}"
     if kind == "hold" and detail.get("rolled_back_to"):
         return f"rolled back from (to {detail['rolled_back_to']} on {detail.get('target')})"

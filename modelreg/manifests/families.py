@@ -23,7 +23,8 @@ FAMILY_ARCHITECTURES: dict[str, tuple[str, ...]] = {
     "phi": ("phi",),
     # SmolLM and SmolLM2 are llama-architecture models; SmolLM3 has its own.
     "smollm": ("llama", "smollm"),
-    "deepseek": ("deepseek",),
+    # deepseek-llm and deepseek-coder v1 are llama-architecture models.
+    "deepseek": ("deepseek", "llama"),
     "falcon": ("falcon",),
     "olmo": ("olmo",),
     "granite": ("granite",),

@@ -905,44 +905,42 @@ def baseline_gates(
     for name, subset, limit in wanted:
         if limit is None:
             continue
+
+        def gate(
+            outcome: GateOutcome,
+            measured: float | None,
+            said: str,
+            name: str = name,
+            limit: float = limit,
+        ) -> GateResult:
+            return GateResult(
+                gate=name,
+                outcome=outcome,
+                measured=measured,
+                limit=limit,
+                message=f"{name}: {said}",
+                source=GateSource.BASELINE,
+            )
+
         now = rate(result, subset)
         if baseline is None and problem is None:
             gates.append(
-                GateResult(
-                    gate=name,
-                    outcome=GateOutcome.PASS,
-                    measured=0.0,
-                    limit=limit,
-                    message=f"{name}: {baseline_id} is production, its own baseline",
-                    source=GateSource.BASELINE,
-                )
+                gate(GateOutcome.PASS, 0.0, f"{baseline_id} is production, its own baseline")
             )
             continue
         base = rate(baseline, subset) if baseline is not None else None
         if base is None or now is None:
             why = problem or f"{baseline_id} has no result for subset {subset}"
-            gates.append(
-                GateResult(
-                    gate=name,
-                    outcome=GateOutcome.UNMEASURED,
-                    measured=None,
-                    limit=limit,
-                    message=f"{name}: no baseline ({why})",
-                    source=GateSource.BASELINE,
-                )
-            )
+            gates.append(gate(GateOutcome.UNMEASURED, None, f"no baseline ({why})"))
             continue
         drop = max(0.0, base - now)
         ok = drop <= limit + 1e-9
         gates.append(
-            GateResult(
-                gate=name,
-                outcome=GateOutcome.PASS if ok else GateOutcome.FAIL,
-                measured=round(drop, 6),
-                limit=limit,
-                message=f"{name}: {now:.1%} vs {base:.1%} for production {baseline_id}, a drop "
-                f"of {drop * 100:.1f} pp {'≤' if ok else '>'} {limit * 100:.1f} pp",
-                source=GateSource.BASELINE,
+            gate(
+                GateOutcome.PASS if ok else GateOutcome.FAIL,
+                round(drop, 6),
+                f"{now:.1%} vs {base:.1%} for production {baseline_id}, a drop of "
+                f"{drop * 100:.1f} pp {'≤' if ok else '>'} {limit * 100:.1f} pp",
             )
         )
     return gates

@@ -252,13 +252,37 @@ def test_unknown_host_is_exit_4(cli, monkeypatch: pytest.MonkeyPatch) -> None:
     assert code == 4 and "cannot be reached" in err
 
 
+def _old_event(
+    c: Any, kind: str, actor: str, record: str, detail_json: str, why: str | None = None
+) -> None:
+    """An event of ``rules/alpha`` on cpu as a 0005 database holds it."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert
+
+    from modelreg.registry.tables import EventRow
+
+    c.execute(
+        insert(EventRow.__table__).values(
+            at=datetime.now(UTC),
+            actor=actor,
+            kind=kind,
+            model_id="rules/alpha",
+            record_id=record,
+            target="cpu",
+            why=why,
+            detail_json=detail_json,
+        )
+    )
+
+
 def _old_promotion(engine: Any, record: str) -> None:
     """A promotion as a 0005 database holds it (no approval columns), with its event."""
     from datetime import UTC, datetime
 
     from sqlalchemy import insert
 
-    from modelreg.registry.tables import EventRow, PromotionRow
+    from modelreg.registry.tables import PromotionRow
 
     now = datetime.now(UTC)
     with engine.begin() as c:
@@ -273,18 +297,7 @@ def _old_promotion(engine: Any, record: str) -> None:
                 why="v1",
             )
         )
-        c.execute(
-            insert(EventRow.__table__).values(
-                at=now,
-                actor="old-admin",
-                kind="promote",
-                model_id="rules/alpha",
-                record_id=record,
-                target="cpu",
-                why="v1",
-                detail_json='{"previous_record_id": null}',
-            )
-        )
+        _old_event(c, "promote", "old-admin", record, '{"previous_record_id": null}', why="v1")
 
 
 def _old_run(engine: Any, record: str) -> None:
@@ -293,7 +306,7 @@ def _old_run(engine: Any, record: str) -> None:
 
     from sqlalchemy import insert
 
-    from modelreg.registry.tables import EventRow, RunRow, VerificationRow
+    from modelreg.registry.tables import RunRow, VerificationRow
 
     now = datetime.now(UTC)
     run = {"run_id": "old-run", "record_id": record, "target": "cpu"}
@@ -313,17 +326,7 @@ def _old_run(engine: Any, record: str) -> None:
                 fingerprint_json='{"cpu flags": "x"}',
             )
         )
-        c.execute(
-            insert(EventRow.__table__).values(
-                at=now,
-                actor="old",
-                kind="verify",
-                model_id="rules/alpha",
-                record_id=record,
-                target="cpu",
-                detail_json='{"passed": true, "blocking": []}',
-            )
-        )
+        _old_event(c, "verify", "old", record, '{"passed": true, "blocking": []}')
 
 
 def test_migration_0006_keeps_0005_data_and_adds_the_team_tables(

@@ -144,3 +144,32 @@ def test_a_long_context_case_is_sized_to_the_model_and_bounded() -> None:
     prompts = {p["id"]: p["prompt"] for p in request_prompts(suite, 8192)}
     assert prompts[case.id] == case.prompt_for(8192)
     assert any(c.subset == "korean" for c in suite.cases)
+
+
+def test_a_suites_terms_are_the_terms_its_runs_are_judged_by() -> None:
+    """What `suite attach` calls weakening is what the verdict rule will hold a record for:
+    the terms of a suite before any run equal those of its runs' results."""
+    from modelreg.suites import default_suite, gate_terms, suite_terms
+
+    suite = _suite(
+        max_ttft_ms_p95=500,
+        min_prompt_tokens_per_s=10,
+        max_pass_rate_drop_vs="production",
+        max_pass_rate_drop=0.01,
+        max_subset_pass_rate_drop={"ko": 0.0},
+        subsets={"en": 0.5},
+    )
+    result = with_gates(
+        evaluate_suite(suite, {}, Resources()),
+        baseline_gates(suite, _result(suite, set()), None, "r_prod", "none"),
+    )
+    for made in (suite, default_suite()):
+        judged = result if made is suite else evaluate_suite(made, {}, Resources())
+        before, after = suite_terms(made), gate_terms(judged, "cpu")
+        assert (before.suite, before.min_pass_rate, before.subsets, before.cases) == (
+            after.suite,
+            after.min_pass_rate,
+            after.subsets,
+            after.cases,
+        )
+        assert before.limits == after.limits
