@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -182,12 +181,8 @@ def _newest_failure(reads: Reads, judge: Judge, record: Record, target: Target) 
     """The record's newest run on ``target`` that would count there (``rules.counting_run``
     of that run alone: not a one-off, local or signed by a key the target trusts) and failed,
     with the failing cases of its suite results."""
-    from modelreg.registry.store import aware
     from modelreg.schemas.suite import SuiteResult
 
-    checks: dict[str, list[Any]] = {}
-    for verification in reads.verifications(record.id, target.name):
-        checks.setdefault(verification.run_id, []).append(verification)
     trust = judge.trust(target)
     digests = (
         {f.path: f.sha256 or "" for f in record.manifest.files}
@@ -195,41 +190,19 @@ def _newest_failure(reads: Reads, judge: Judge, record: Record, target: Target) 
         else None
     )
     failed: list[tuple[datetime, str]] = []
-    for run_id, found in checks.items():
-        row = reads.run(run_id)
-        if row is None:
-            continue
-        run = rules.StoredRun(
-            run_id,
-            tuple(
-                rules.CheckVerdict(
-                    v.result.check,
-                    v.result.required,
-                    v.result.outcome.value,
-                    v.result.classification,
-                    v.result.finished_at,
-                    run_id,
-                    v.fingerprint,
-                )
-                for v in found
-            ),
-            row.origin,
-            json.loads(row.envelope_json) if row.envelope_json else None,
-            bool(row.exploratory),
-            aware(row.signed_at) if row.signed_at is not None else None,
-        )
+    for run in reads.runs_on(record.id, target.name):
         counted, _ = rules.counting_run(record.id, target.name, [run], trust, digests)
         verdict = rules.run_verdict(
             (c.check, c.required, c.outcome, c.classification) for c in run.checks
         )
         if counted is not None and not verdict.passed and run.finished_at is not None:
-            failed.append((run.finished_at, run_id))
+            failed.append((run.finished_at, run.run_id))
     if not failed:
         return _Failure(None)
     _, run_id = max(failed)
     cases: list[CaseResult] = []
     blocking: list[str] = []
-    for v in checks[run_id]:
+    for v in reads.run_checks(run_id):
         result = v.result
         if rules.blocks(result.required, result.outcome):
             blocking.append(f"{result.check}: {result.outcome.value} ({result.summary})")

@@ -867,6 +867,19 @@ class Reads:
                 found.setdefault((record_id, target), []).append(run)
         return found
 
+    def runs_on(self, record_id: str, target: str) -> list[StoredRun]:
+        """Every run of the record on ``target`` as the rules read runs (no evidence): two
+        queries, the runs' newest verification ids, then their checks."""
+        v = VerificationRow
+        heads = self.session.execute(
+            sa_select(func.max(col(v.id)))
+            .where(col(v.record_id) == record_id, col(v.target) == target)
+            .group_by(col(v.run_id))
+        )
+        return [
+            run for _, _, run in _stored_runs(self._run_check_rows(sorted(h for (h,) in heads)))
+        ]
+
     def gate_history(self, record_ids: Sequence[str]) -> dict[str, GateHistory]:
         """record id -> its failed runs' gate terms (one-off runs excepted; every target and
         origin: a failure is evidence against the record wherever it was recorded) and the
