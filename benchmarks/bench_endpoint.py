@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import WORK
-from modelreg.bundled import SMOLLM2_MODEL_ID, SMOLLM2_PACKAGE, smollm2_gguf
+from modelreg.bundled import SMOLLM2_BASE, SMOLLM2_MODEL_ID, SMOLLM2_PACKAGE, smollm2_gguf
 
 REPEAT = 7
 
@@ -77,7 +77,10 @@ def _context(url: str) -> Any:
     database.unlink(missing_ok=True)
     registry = modelreg.open(f"sqlite:///{database}", targets_file=targets)
     added = registry.add(
-        [smollm2_gguf()], model_id=SMOLLM2_MODEL_ID, source=f"pypi://{SMOLLM2_PACKAGE}"
+        [smollm2_gguf()],
+        model_id=SMOLLM2_MODEL_ID,
+        source=f"pypi://{SMOLLM2_PACKAGE}",
+        base_model=SMOLLM2_BASE,
     )
     record = registry.get(added.record.record_id)
     target = registry.target("served")

@@ -20,7 +20,13 @@ import time
 from typing import Any
 
 from benchmarks.common import WORK
-from modelreg.bundled import SMOLLM2_MODEL_ID, SMOLLM2_PACKAGE, smollm2_gguf, smollm2_safetensors
+from modelreg.bundled import (
+    SMOLLM2_BASE,
+    SMOLLM2_MODEL_ID,
+    SMOLLM2_PACKAGE,
+    smollm2_gguf,
+    smollm2_safetensors,
+)
 
 MODEL_CACHE = WORK.parent.parent / ".cache" / "models"
 
@@ -38,7 +44,10 @@ def _smollm2_registry(name: str) -> tuple[Any, str]:
     database.unlink(missing_ok=True)
     registry = modelreg.open(f"sqlite:///{database}", targets_file=WORK / "no-targets.yaml")
     added = registry.add(
-        [smollm2_gguf()], model_id=SMOLLM2_MODEL_ID, source=f"pypi://{SMOLLM2_PACKAGE}"
+        [smollm2_gguf()],
+        model_id=SMOLLM2_MODEL_ID,
+        source=f"pypi://{SMOLLM2_PACKAGE}",
+        base_model=SMOLLM2_BASE,
     )
     return registry, added.record.record_id
 
@@ -91,7 +100,9 @@ for case in spec["prompts"]:
     budgets.append(case["max_tokens"])
 n = len(prompts)
 params = llama_cpp.llama_context_params.from_buffer_copy(llm.context_params)
-params.n_ctx = 256 * n
+# Each sequence its own cells (kv_unified off): room for the longest prompt and its budget.
+per_seq = -(-max(len(p) + b + 8 for p, b in zip(prompts, budgets)) // 256) * 256
+params.n_ctx = per_seq * n
 params.n_batch = params.n_ubatch = sum(map(len, prompts))
 params.n_seq_max, params.kv_unified = n, False
 ctx = llama_cpp.llama_init_from_model(llm.model, params)
@@ -160,9 +171,14 @@ def _suite_vs_bare_batched(repeat: int = 5) -> dict[str, Any]:
 
     registry, record = _smollm2_registry("suite-bare-bench.db")
     suite = default_suite()
+    # The prompts verify asks: a long-context case's input sized for the model's context.
+    context_length = registry.get(record).manifest.architecture.context_length
     spec = {
         "model": str(smollm2_gguf()),
-        "prompts": [{"prompt": c.prompt, "max_tokens": c.max_tokens} for c in suite.cases],
+        "prompts": [
+            {"prompt": c.prompt_for(context_length), "max_tokens": c.max_tokens}
+            for c in suite.cases
+        ],
     }
     timings: dict[str, list[float]] = {"suite": [], "bare": []}
     same = True

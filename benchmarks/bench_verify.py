@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import WORK, median_of
-from modelreg.bundled import SMOLLM2_MODEL_ID, SMOLLM2_PACKAGE, smollm2_gguf
+from modelreg.bundled import SMOLLM2_BASE, SMOLLM2_MODEL_ID, SMOLLM2_PACKAGE, smollm2_gguf
 from modelreg.validators.smoke import DEFAULT_CHAT_PROMPT
 
 BARE = """
@@ -53,7 +53,14 @@ def _modelreg(*args: str) -> str:
 def run() -> list[dict[str, Any]]:
     model = smollm2_gguf()
     record = _modelreg(
-        "add", str(model), "--model-id", SMOLLM2_MODEL_ID, "--source", f"pypi://{SMOLLM2_PACKAGE}"
+        "add",
+        str(model),
+        "--model-id",
+        SMOLLM2_MODEL_ID,
+        "--source",
+        f"pypi://{SMOLLM2_PACKAGE}",
+        "--base-model",
+        SMOLLM2_BASE,
     ).strip()
     bare = BARE.format(threads=os.cpu_count() or 1, prompt=DEFAULT_CHAT_PROMPT)
     bare_out = subprocess.run(
