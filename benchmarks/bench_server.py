@@ -768,11 +768,43 @@ def bench_ours(args: argparse.Namespace) -> dict[str, Any]:
         result[f"gate_closed_loop_{args.clients}_clients"] = measure_closed(
             server, lambda: _gate_path(args.records), args
         )
+        result["metrics_overhead"] = _metrics_overhead(server, argv, env, status_path, args)
     finally:
         stop(server)
     # Ours is stopped: the ceiling has the machine as ours had it.
     result["ceiling"] = bench_ceiling(args, response, status_path)
     return {"data": data | {"database": "PostgreSQL", "workers": args.workers}, **result}
+
+
+def _metrics_overhead(
+    server: Server,
+    argv: Sequence[str],
+    env: dict[str, str],
+    status_path: Callable[[], str],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """The status closed loop on ours (every request counted and timed for /metrics) and on
+    the same server started with --no-metrics, alternated twice, half the usual time each."""
+    port = free_port()
+    bare_argv = [*argv, "--no-metrics"]
+    bare_argv[bare_argv.index("--port") + 1] = str(port)
+    bare = start("modelreg-no-metrics", bare_argv, port, "/api/v1/status?model=bench/m0", env)
+    half = argparse.Namespace(**(vars(args) | {"seconds": args.seconds / 2}))
+    runs: dict[str, list[float]] = {"metrics": [], "no_metrics": []}
+    try:
+        for _ in range(2):
+            for name, which in (("metrics", server), ("no_metrics", bare)):
+                runs[name].append(measure_closed(which, status_path, half)["requests_per_s"])
+    finally:
+        stop(bare)
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics") as r:
+        exposition = r.read().decode()
+    counted = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in exposition.splitlines()
+        if line.startswith("modelreg_http_requests_total{")
+    )
+    return runs | {"requests_counted": counted}
 
 
 # -- MLflow ------------------------------------------------------------------------------------
@@ -909,6 +941,10 @@ def run(workers: int = 2, args: argparse.Namespace | None = None) -> list[dict[s
     gate = f"gate_closed_loop_{args.clients}_clients"
     g_rps = of(ours, gate, "requests_per_s")
     ceiling = ours.get("ceiling")
+    overhead = ours.get("metrics_overhead") or {}
+    m_on = statistics.mean(overhead["metrics"]) if overhead.get("metrics") else None
+    m_off = statistics.mean(overhead["no_metrics"]) if overhead.get("no_metrics") else None
+    m_on, m_off = (round(m_on, 1) if m_on else None), (round(m_off, 1) if m_off else None)
     c_rps = of(ceiling, closed, "requests_per_s")
     data = ours["data"]
     mlflow_data = theirs["data"] if theirs else {}
@@ -960,6 +996,21 @@ def run(workers: int = 2, args: argparse.Namespace | None = None) -> list[dict[s
             f"`modelreg serve`'s uvicorn configuration (h11 with TCP_NODELAY, asyncio, no "
             f"access log, {data['workers']} worker processes), measured after ours stopped, "
             "same generator and closed loop",
+        },
+        {
+            "name": f"serve: status?model= with every request counted and timed for /metrics "
+            f"vs the same server with --no-metrics, {args.clients} closed-loop clients, "
+            "requests/s",
+            "ours_s": None,
+            "theirs_s": None,
+            "ratio": ratio(m_on, m_off),
+            "target": "/metrics costs ≤ 5 % of requests/s (ratio ≥ 0.95)",
+            "met": ratio(m_on, m_off) >= 0.95,
+            "detail": f"{m_on} vs {m_off} requests/s (mean of 2 alternated runs of "
+            f"{args.seconds / 2:g} s each: {overhead.get('metrics')} vs "
+            f"{overhead.get('no_metrics')}); prometheus-client multiprocess mode over "
+            f"{data['workers']} workers; {overhead.get('requests_counted', 0):,.0f} requests "
+            "counted by /metrics at the end",
         },
         {
             "name": f"serve: gate?model=&target=&sha256= vs MLflow's alias lookup, "

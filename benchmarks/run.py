@@ -12,6 +12,7 @@ from typing import Any
 from benchmarks import (
     bench_digest,
     bench_endpoint,
+    bench_fetch,
     bench_gguf_header,
     bench_registry,
     bench_safetensors,
@@ -84,6 +85,7 @@ def main() -> None:
     results += bench_digest.run()
     results += bench_verify.run()
     results += bench_trust.run()
+    results += bench_fetch.run()
     results += bench_suite.run()
     results += bench_endpoint.run()
     results += bench_safetensors.run()

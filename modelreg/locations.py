@@ -9,8 +9,9 @@ A location is a URL naming a copy of a record's files:
 - ``oci://registry/repository[:tag]@sha256:<64 hex>`` — an OCI artifact, by digest.
 
 Locations never carry credentials: user:password@, and query strings (presigned URLs carry
-their signature there), are refused. ``fetch`` reads file locations on this host and the local
-Hugging Face cache; S3 and OCI are listed as not supported yet.
+their signature there), are refused. ``fetch`` reads file locations on this host, the local
+Hugging Face cache and S3 (``modelreg.s3``: the standard AWS credential chain); OCI is listed
+as not supported yet.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import secrets
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote
@@ -30,8 +30,9 @@ from modelreg.errors import InvalidInput, ModelregError, NotFetchable
 
 MAX_URL_CHARS = 2000
 SCHEMES = ("file", "hf", "s3", "oci")
-FETCHABLE = ("file", "hf")
+FETCHABLE = ("file", "hf", "s3")
 _CHUNK = 4 << 20
+Progress = Callable[[int], None] | None
 
 _HOSTNAME_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 _HF_RE = re.compile(
@@ -161,30 +162,118 @@ class Skipped:
     reason: str
 
 
-def _source_dir(location: Location) -> tuple[Path | None, str | None]:
-    """Where a location's files are on this host, or why it cannot be read from here."""
+class _Source:
+    """A location this host can read: a directory here (file://, the local Hugging Face
+    cache) or an S3 prefix."""
+
+    remote = False
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def problem(self, files: Sequence[tuple[str, int]]) -> str | None:
+        """None when every file (path, bytes) is there with its recorded size, else why not."""
+        raise NotImplementedError
+
+    def fetch(
+        self, wanted: WantedFile, destination: Path, *, single: bool, progress: Progress
+    ) -> tuple[int, str]:
+        """Write the file to ``destination``; its (size, sha256). Raises ``Unavailable``."""
+        raise NotImplementedError
+
+
+class _Directory(_Source):
+    def __init__(self, url: str, directory: Path) -> None:
+        super().__init__(url)
+        self.directory = directory
+
+    def _file(self, path: str, single: bool) -> Path:
+        if single and self.directory.is_file():
+            return self.directory  # a one-file record located by its file
+        return self.directory / path
+
+    def problem(self, files: Sequence[tuple[str, int]]) -> str | None:
+        for path, size in files:
+            candidate = self._file(path, len(files) == 1)
+            try:
+                found = candidate.stat()
+            except OSError:
+                return f"{path} is not there"
+            if not candidate.is_file() or found.st_size != size:
+                return f"{path} is {found.st_size} bytes, recorded {size}"
+        return None
+
+    def fetch(
+        self, wanted: WantedFile, destination: Path, *, single: bool, progress: Progress
+    ) -> tuple[int, str]:
+        from modelreg.s3 import Unavailable
+
+        candidate = self._file(wanted.path, single)
+        if not candidate.is_file():
+            raise Unavailable(f"{wanted.path}: not found at {candidate}")
+        destination.unlink(missing_ok=True)  # a local copy is never resumed: it is re-read
+        try:
+            return _copy_hashed(candidate, destination, progress)
+        except OSError as exc:
+            destination.unlink(missing_ok=True)
+            raise Unavailable(f"{wanted.path}: cannot read: {exc.strerror}") from None
+
+
+class _S3Prefix(_Source):
+    remote = True
+
+    def __init__(self, url: str, bucket: str, prefix: str) -> None:
+        super().__init__(url)
+        self.bucket = bucket
+        self.prefix = prefix
+
+    def problem(self, files: Sequence[tuple[str, int]]) -> str | None:
+        from modelreg import s3
+
+        return s3.has_copy(self.bucket, self.prefix, files, self.url)
+
+    def fetch(
+        self, wanted: WantedFile, destination: Path, *, single: bool, progress: Progress
+    ) -> tuple[int, str]:
+        from modelreg import s3
+
+        found = s3.head(self.bucket, self.prefix, wanted.path, single=single)
+        if found.size != wanted.bytes:
+            # Nothing is downloaded: the size alone says these are not the recorded bytes.
+            raise s3.Unavailable(
+                f"{wanted.path}: MISMATCH — s3://{self.bucket}/{found.key} is "
+                f"{found.size} bytes, recorded {wanted.bytes}; refused"
+            )
+        return s3.download(self.bucket, found, destination, progress)
+
+
+def _source(location: Location) -> tuple[_Source | None, str | None]:
+    """The source a location is on this host, or why it cannot be read from here."""
     if location.scheme not in FETCHABLE:
         return None, f"{location.scheme}:// fetching is not supported yet"
+    if location.scheme == "s3":
+        return _S3Prefix(location.url, location.where, location.path), None
     if location.scheme == "file":
         me = host.hostname()
         if location.where not in (me, "localhost"):
             return None, f"on host {location.where}, not this one ({me})"
-        return Path(location.path), None
+        return _Directory(location.url, Path(location.path)), None
     from modelreg.manifests.hf import resolve_hub_source
 
     try:
         resolution = resolve_hub_source(location.url)
     except ModelregError as exc:
         return None, f"not in the local Hugging Face cache ({exc.message})"
-    return resolution.snapshot, None
+    return _Directory(location.url, resolution.snapshot), None
 
 
 def fetchable_copy(
     files: Sequence[tuple[str, int]], urls: Sequence[str]
 ) -> tuple[str | None, str | None]:
     """The first location that holds every file (path, bytes) with its recorded size — a
-    cheap check by ``stat``; ``fetch`` checks every sha256 as it copies — or None and why
-    none does. What a rollback candidate and the deploy gate need: bytes someone can get."""
+    cheap check by ``stat`` here, by ``HEAD`` on S3 (cached briefly); ``fetch`` checks every
+    sha256 as it copies — or None and why none does. What a rollback candidate and the deploy
+    gate need: bytes someone can get."""
     problems: list[str] = []
     for url in urls:
         try:
@@ -192,23 +281,11 @@ def fetchable_copy(
         except ModelregError as exc:
             problems.append(f"{url}: {exc.message}")
             continue
-        directory, why = _source_dir(location)
-        if directory is None:
+        source, why = _source(location)
+        if source is None:
             problems.append(f"{url}: {why}")
             continue
-        problem = None
-        for path, size in files:
-            candidate = directory / path
-            if len(files) == 1 and directory.is_file():
-                candidate = directory  # a one-file record located by its file
-            try:
-                found = candidate.stat()
-            except OSError:
-                problem = f"{path} is not there"
-                break
-            if not candidate.is_file() or found.st_size != size:
-                problem = f"{path} is {found.st_size} bytes, recorded {size}"
-                break
+        problem = source.problem(files)
         if problem is None:
             return url, None
         problems.append(f"{url}: {problem}")
@@ -228,101 +305,172 @@ def _umask() -> int:
     return old
 
 
-def _copy_hashed(source: Path, destination: Path) -> tuple[int, str]:
+def _copy_hashed(source: Path, destination: Path, progress: Progress) -> tuple[int, str]:
     digest = hashlib.sha256()
     size = 0
-    destination.parent.mkdir(parents=True, exist_ok=True)
     with source.open("rb") as src, destination.open("xb") as dst:
         while chunk := src.read(_CHUNK):
             digest.update(chunk)
             dst.write(chunk)
             size += len(chunk)
+            if progress:
+                progress(len(chunk))
         dst.flush()
         os.fsync(dst.fileno())
     return size, digest.hexdigest()
 
 
+def _staging_for(files: Sequence[WantedFile], to: Path) -> Path:
+    """Where a fetch of exactly these files into ``to`` fills in: beside ``to``, named by the
+    files' digests, so an interrupted fetch of the same record resumes there."""
+    wanted = hashlib.sha256("\n".join(f"{f.path}\0{f.sha256}" for f in files).encode())
+    return to.parent / f".{to.name}.fetch-{wanted.hexdigest()[:12]}"
+
+
 def fetch_files(
-    files: Sequence[WantedFile], locations: Sequence[str], to: Path
+    files: Sequence[WantedFile],
+    locations: Sequence[str],
+    to: Path,
+    progress: Progress = None,
 ) -> tuple[list[Fetched], list[Skipped]]:
     """Copy every file of a record from the first location that has it with the right size
-    and sha256 into the new directory ``to``.
+    and sha256 into the new directory ``to``; files are fetched in parallel.
 
-    The files are written to a temporary directory beside ``to`` and renamed into place only
-    when every one of them matched: a mismatch, a missing file or an interruption leaves
-    nothing at ``to``. Raises ``NotFetchable`` (with every location's problem) when some file
-    could not be fetched, ``InvalidInput`` when ``to`` exists and is not an empty directory.
+    The files fill a private directory beside ``to``, renamed into place only when every one
+    of them matched: a mismatch, a missing file or an interruption leaves nothing at ``to``,
+    and a file whose bytes did not match is deleted. Bytes an S3 download got before it
+    failed are kept there (a prefix of the object) and the same fetch again resumes from
+    them. Raises ``NotFetchable`` (with every location's problem) when some file could not be
+    fetched, ``InvalidInput`` when ``to`` exists and is not an empty directory or another
+    fetch is filling the same place. ``progress`` is called with each count of bytes written.
     """
+    import fcntl
+
     to = to.expanduser().absolute()
     if to.exists() and not (to.is_dir() and not any(to.iterdir())):
         raise InvalidInput(f"--to {to}: exists and is not an empty directory", "give a new one")
-    to.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        to.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(f"--to {to}: cannot create {to.parent}: {exc.strerror}") from None
+    if not os.access(to.parent, os.W_OK | os.X_OK):
+        raise InvalidInput(f"--to {to}: {to.parent} is not writable")
     parsed = [parse_location(url) for url in locations]
-    sources: list[tuple[str, Path]] = []
+    sources: list[_Source] = []
     skipped: list[Skipped] = []
     for location in parsed:
-        directory, why = _source_dir(location)
-        if directory is None:
+        source, why = _source(location)
+        if source is None:
             skipped.append(Skipped(location.url, why or "unreadable"))
         else:
-            sources.append((location.url, directory))
-    staging = to.parent / f".{to.name}.fetch-{secrets.token_hex(4)}"
-    staging.mkdir(mode=0o700)
-    fetched: list[Fetched] = []
+            sources.append(source)
+    for wanted in files:
+        destination = (to / wanted.path).resolve()
+        if not destination.is_relative_to(to.resolve()) or wanted.path.startswith("."):
+            raise InvalidInput(f"file path {wanted.path!r} leaves the destination")
+    staging = _staging_for(files, to)
+    staging.mkdir(mode=0o700, exist_ok=True)
+    lock = os.open(staging, os.O_RDONLY)
     try:
-        for wanted in files:
-            got = _fetch_one(wanted, sources, staging, skipped, single=len(files) == 1)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(lock)
+        raise InvalidInput(f"--to {to}: another fetch is filling {staging}") from None
+    keep = False  # bytes an S3 download received before failing: the next fetch resumes
+    try:
+        outcomes = _fetch_all(files, sources, staging, progress)
+        for _, problems in outcomes:
+            skipped += problems
+        keep = any(p.partial for got, problems in outcomes if got is None for p in problems)
+        for wanted, (got, _) in zip(files, outcomes, strict=True):
             if got is None:
-                problems = "; ".join(f"{s.url}: {s.reason}" for s in skipped) or "none recorded"
+                problems_text = (
+                    "; ".join(f"{s.url}: {s.reason}" for s in skipped) or "none recorded"
+                )
+                resume = (
+                    f"; the bytes received so far are kept in {staging} and the same fetch "
+                    "again resumes from them"
+                    if keep
+                    else ""
+                )
                 raise NotFetchable(
                     f"{wanted.path}: no location has it with sha256 {wanted.sha256} "
-                    f"({wanted.bytes} bytes); nothing was written to {to}. Locations: {problems}",
+                    f"({wanted.bytes} bytes); nothing was written to {to}{resume}. "
+                    f"Locations: {problems_text}",
                     "add a location that holds the files: modelreg locate RECORD --add URL",
                 )
-            fetched.append(got)
+        fetched = [got for got, _ in outcomes if got is not None]
         # Private while it fills; once every file matched, the mode a new directory gets here.
         os.chmod(staging, 0o777 & ~_umask())
         if to.exists():
             to.rmdir()  # an empty directory given as the destination
         os.rename(staging, to)
+    except KeyboardInterrupt:
+        keep = True  # what arrived is kept for the next fetch to resume
+        raise
     finally:
-        if staging.exists():
+        os.close(lock)
+        if not keep and staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return fetched, skipped
 
 
+def _fetch_all(
+    files: Sequence[WantedFile],
+    sources: Sequence[_Source],
+    staging: Path,
+    progress: Progress,
+) -> list[tuple[Fetched | None, list[_Problem]]]:
+    """Each file from the first source that gives it with the recorded bytes, in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    single = len(files) == 1
+
+    def one(wanted: WantedFile) -> tuple[Fetched | None, list[_Problem]]:
+        return _fetch_one(wanted, sources, staging, single=single, progress=progress)
+
+    if len(files) <= 1:
+        return [one(f) for f in files]
+    with ThreadPoolExecutor(min(len(files), 4), thread_name_prefix="fetch") as pool:
+        return list(pool.map(one, files))
+
+
+@dataclass(frozen=True)
+class _Problem(Skipped):
+    partial: bool = False
+
+
 def _fetch_one(
     wanted: WantedFile,
-    sources: Sequence[tuple[str, Path]],
+    sources: Sequence[_Source],
     staging: Path,
-    skipped: list[Skipped],
     *,
     single: bool,
-) -> Fetched | None:
+    progress: Progress,
+) -> tuple[Fetched | None, list[_Problem]]:
+    from modelreg.s3 import Unavailable
+
     destination = staging / wanted.path
-    if not destination.resolve().is_relative_to(staging.resolve()):
-        raise InvalidInput(f"file path {wanted.path!r} leaves the destination")
-    for url, directory in sources:
-        candidate = directory / wanted.path
-        if single and directory.is_file():
-            candidate = directory  # a one-file record located by its file
-        if not candidate.is_file():
-            skipped.append(Skipped(url, f"{wanted.path}: not found at {candidate}"))
-            continue
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    problems: list[_Problem] = []
+    for source in sources:
         try:
-            size, sha256 = _copy_hashed(candidate, destination)
-        except OSError as exc:
-            destination.unlink(missing_ok=True)
-            skipped.append(Skipped(url, f"{wanted.path}: cannot read: {exc.strerror}"))
+            size, sha256 = source.fetch(wanted, destination, single=single, progress=progress)
+        except Unavailable as exc:
+            if not exc.partial:
+                destination.unlink(missing_ok=True)
+            problems.append(_Problem(source.url, exc.reason, exc.partial))
+            if exc.partial:
+                break  # resumed next time from this source; another one starts from zero
             continue
         if size == wanted.bytes and sha256 == wanted.sha256:
-            return Fetched(wanted.path, size, sha256, url)
+            return Fetched(wanted.path, size, sha256, source.url), problems
         destination.unlink()
-        skipped.append(
-            Skipped(
-                url,
+        problems.append(
+            _Problem(
+                source.url,
                 f"{wanted.path}: MISMATCH — sha256 {sha256} ({size} bytes), recorded "
                 f"{wanted.sha256} ({wanted.bytes} bytes); refused",
             )
         )
-    return None
+    return None, problems

@@ -69,6 +69,26 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MODELREG_DATABASE_URL", raising=False)
     monkeypatch.delenv("MODELREG_TARGETS", raising=False)
     monkeypatch.delenv("MODELREG_DEBUG", raising=False)
+    # No AWS credentials or endpoint from the machine, and no instance-metadata round trip
+    # (botocore would wait on 169.254.169.254): S3 locations see a host without credentials
+    # unless a test gives it some (tests/test_s3.py).
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    from modelreg import s3
+
+    s3.reset()
 
 
 @pytest.fixture(scope="session")

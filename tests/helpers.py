@@ -229,6 +229,17 @@ def add_synthetic(
     return str(record.id)
 
 
+def record_of_files(registry: Any, files: dict[str, bytes], i: int = 1) -> str:
+    """A synthetic record whose files are these bytes (no location: the test locates them)."""
+    import hashlib
+
+    entries = [
+        {"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        for name, data in files.items()
+    ]
+    return add_synthetic(registry, i, files=entries)
+
+
 PASSING = {"digest": "pass", "host-compat": "pass", "gguf-cpu-smoke": "pass"}
 
 

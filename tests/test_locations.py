@@ -4,7 +4,6 @@ nothing left behind unless every file matched)."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,8 @@ from modelreg import host
 from modelreg.api import Registry
 from modelreg.errors import InvalidInput, NotFetchable
 from modelreg.locations import file_url, parse_location
-from tests.helpers import add_synthetic, write_gguf
+from modelreg.s3 import NO_CREDENTIALS
+from tests.helpers import record_of_files, write_gguf
 
 COMMIT = "c" * 40
 
@@ -64,14 +64,6 @@ def test_malformed_locations_are_one_line_errors(url: str, reason: str) -> None:
     assert "\n" not in str(caught.value) and caught.value.exit_code == 2
 
 
-def _record_of_files(registry: Registry, files: dict[str, bytes], i: int = 1) -> str:
-    entries = [
-        {"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-        for name, data in files.items()
-    ]
-    return add_synthetic(registry, i, files=entries)
-
-
 def _write(directory: Path, files: dict[str, bytes]) -> Path:
     for name, data in files.items():
         (directory / name).parent.mkdir(parents=True, exist_ok=True)
@@ -109,7 +101,7 @@ def test_add_records_this_hosts_path_and_fetch_copies_from_it(
 def test_a_mismatch_is_refused_and_the_next_location_is_used(
     registry: Registry, tmp_path: Path
 ) -> None:
-    record = _record_of_files(registry, FILES)
+    record = record_of_files(registry, FILES)
     tampered = _write(tmp_path / "tampered", FILES | {"model.gguf": b"WEIGHTS" * 1000})
     good = _write(tmp_path / "good", FILES)
     registry.locate(record, [file_url(tampered), "s3://bucket/x", file_url(good)])
@@ -119,14 +111,14 @@ def test_a_mismatch_is_refused_and_the_next_location_is_used(
         "tokenizer/config.json": file_url(tampered),
     }
     reasons = [p.reason for p in fetched.skipped]
-    assert "s3:// fetching is not supported yet" in reasons
+    assert any(r == "model.gguf: " + NO_CREDENTIALS for r in reasons)
     assert any(r.startswith("model.gguf: MISMATCH — sha256 ") and "refused" in r for r in reasons)
     for name, data in FILES.items():
         assert (tmp_path / "out" / name).read_bytes() == data
 
 
 def test_no_good_copy_leaves_nothing_behind(registry: Registry, tmp_path: Path) -> None:
-    record = _record_of_files(registry, FILES)
+    record = record_of_files(registry, FILES)
     tampered = _write(tmp_path / "tampered", FILES | {"tokenizer/config.json": b'{"a": 2}'})
     registry.locate(record, [file_url(tampered), file_url(tmp_path / "gone"), "file://elsewhere/x"])
     with pytest.raises(NotFetchable) as caught:
@@ -140,7 +132,7 @@ def test_no_good_copy_leaves_nothing_behind(registry: Registry, tmp_path: Path) 
 
 
 def test_fetch_refuses_a_destination_that_holds_files(registry: Registry, tmp_path: Path) -> None:
-    record = _record_of_files(registry, FILES)
+    record = record_of_files(registry, FILES)
     registry.locate(record, [file_url(_write(tmp_path / "good", FILES))])
     occupied = tmp_path / "occupied"
     occupied.mkdir()
@@ -164,7 +156,7 @@ def test_fetch_from_the_local_hugging_face_cache(
     lay_out_hf_cache(checkpoint, cache, "org/tiny", COMMIT)
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    record = _record_of_files(registry, files)
+    record = record_of_files(registry, files)
     registry.locate(record, [f"hf://org/tiny@{COMMIT}", f"hf://org/other@{COMMIT}"])
     fetched = registry.fetch(record, tmp_path / "out")
     assert {f.source for f in fetched.files} == {f"hf://org/tiny@{COMMIT}"}

@@ -138,6 +138,11 @@ class Core:
         with self.store.read() as reads:
             return reads.record(ref)
 
+    def record_counts(self) -> dict[str, int]:
+        """How many records are active, held and retired (their stored states)."""
+        with self.store.read() as reads:
+            return reads.record_counts()
+
     def models(self) -> list[str]:
         """Every model id with at least one record, sorted."""
         with self.store.read() as reads:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from modelreg.deployed_unit import deployed_unit
 from modelreg.errors import (
     IntegrityError,
     InvalidInput,
+    NotFetchable,
 )
 from modelreg.rules import (
     Deployability,
@@ -473,19 +474,48 @@ class Records(Deploy):
                 added = tx.add_locations(record, urls, actor or config.actor())
         return self._locations_output(record, added)
 
-    def fetch(self, ref: str, to: Path) -> FetchOutput:
+    def fetch(
+        self,
+        ref: str,
+        to: Path,
+        *,
+        progress: Callable[[int], None] | None = None,
+        on_start: Callable[[str, int, int], None] | None = None,
+    ) -> FetchOutput:
         """Copy a record's files into the new directory ``to`` from its locations (file
-        locations on this host, the local Hugging Face cache), checking every sha256: a
-        mismatch is refused and nothing is left at ``to`` unless every file matched."""
+        locations on this host, the local Hugging Face cache, S3 through the standard AWS
+        credential chain), checking every sha256 as the bytes arrive: a mismatch is refused
+        and nothing is left at ``to`` unless every file matched. An S3 download cut short
+        keeps its bytes beside ``to`` and the same fetch again resumes from them.
+
+        ``on_start(record_id, files, bytes)`` is called once before any byte is fetched and
+        ``progress(n)`` with each count of bytes written (from several threads, one call at a
+        time per file): for a progress display."""
+        import time
+
+        from modelreg import runmetrics
         from modelreg.locations import WantedFile, fetch_files
 
         with self.store.read() as reads:
             record = reads.record(ref)
             files = reads.files([record.id])[record.id]
             urls = [loc.url for loc in reads.locations([record.id])[record.id]]
-        fetched, skipped = fetch_files(
-            [WantedFile(f.path, f.bytes, f.sha256) for f in files], urls, to
-        )
+        if on_start is not None:
+            on_start(record.id, len(files), sum(f.bytes for f in files))
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            fetched, skipped = fetch_files(
+                [WantedFile(f.path, f.bytes, f.sha256) for f in files], urls, to, progress
+            )
+            outcome = "fetched"
+        except NotFetchable:
+            outcome = "not_fetchable"
+            raise
+        finally:
+            runmetrics.observe(
+                "modelreg_fetch_duration_seconds", time.perf_counter() - started, outcome=outcome
+            )
         return FetchOutput(
             record_id=record.id,
             to=str(to.expanduser().absolute()),
@@ -495,6 +525,22 @@ class Records(Deploy):
             ],
             skipped=[FetchProblem(url=s.url, reason=s.reason) for s in skipped],
         )
+
+    def cyclonedx(self, ref: str, output: Path | None = None) -> dict[str, Any]:
+        """A CycloneDX 1.6 ML-BOM (``modelreg.bom``) of one record (an id or unique prefix) or
+        of every record of a model (``ORG/NAME``), as the JSON document; also written to
+        ``output`` (whole, through a rename) when given."""
+        from modelreg import __version__, bom
+
+        if "/" in ref:
+            self._require_model(ref)
+            ids = [item.record.record_id for item in self.records(ref).records]
+        else:
+            ids = [self.get(ref).id]
+        document = bom.bom([(self.show(i), self.locations(i)) for i in ids], version=__version__)
+        if output is not None:
+            _write_private(output, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        return document
 
     def export(self, output: Path | None = None, stream: Any = None) -> ExportOutput:
         """Write the whole registry as JSON lines to ``output`` (or ``stream``)."""

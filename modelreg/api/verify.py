@@ -132,9 +132,25 @@ class Verify(Core):
             if warm_llama_child is not None:
                 warm_llama_child.discard()
             raise
-        return self._verify(
-            record, the_target, files, plan, signatures, actor, warm_llama_child, watcher
-        )
+        import time
+
+        from modelreg import runmetrics
+
+        started = time.perf_counter()
+        verdict = "error"
+        try:
+            done = self._verify(
+                record, the_target, files, plan, signatures, actor, warm_llama_child, watcher
+            )
+            verdict = "deployable" if done.deployability.deployable else "not_deployable"
+            return done
+        finally:
+            runmetrics.observe(
+                "modelreg_verify_duration_seconds",
+                time.perf_counter() - started,
+                target=target,
+                verdict=verdict,
+            )
 
     def _verify_plan(
         self,

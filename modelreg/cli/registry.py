@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -152,23 +155,65 @@ def fit(
     return 0 if result.fits else 1
 
 
+class ExportFormat(StrEnum):
+    REGISTRY = "registry"
+    CYCLONEDX = "cyclonedx"
+
+
 @app.command("export")
 def export(
     ctx: typer.Context,
-    output: Annotated[Path | None, typer.Argument(help="File to write (default: stdout).")] = None,
+    subject: Annotated[
+        str | None,
+        typer.Argument(
+            help="registry format: the FILE to write (default: stdout); cyclonedx: the RECORD "
+            "(id or prefix) or MODEL (ORG/NAME) the BOM describes.",
+            metavar="[FILE | RECORD | MODEL]",
+        ),
+    ] = None,
+    export_format: Annotated[
+        ExportFormat,
+        typer.Option(
+            "--format",
+            help="registry: the whole registry as JSON lines (import reads it); cyclonedx: a "
+            "CycloneDX 1.6 ML-BOM of a record or model.",
+        ),
+    ] = ExportFormat.REGISTRY,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="File to write (default: stdout)."),
+    ] = None,
     json_out: JsonOption = False,
 ) -> int:
     """Write the whole registry as JSON lines (records, evidence, promotions, states, events),
-    ending with a trailer (row counts and a digest): a cut-short file is refused by import."""
-    if output is None and json_out:
+    ending with a trailer (row counts and a digest): a cut-short file is refused by import.
+    With --format cyclonedx: a CycloneDX 1.6 ML-BOM of RECORD or MODEL (files and their
+    sha256, license, base model, model card with the parameter ledger and quantization, suite
+    results of the runs that count, the runtime, the evidence)."""
+    if export_format is ExportFormat.CYCLONEDX:
+        if subject is None:
+            raise InvalidInput(
+                "export --format cyclonedx names a RECORD or MODEL",
+                "e.g. modelreg export --format cyclonedx r_0123abcd -o bom.cdx.json",
+            )
+        document = registry(ctx).cyclonedx(subject, output)
+        if output is None:
+            sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        else:
+            say(f"wrote a CycloneDX {document['specVersion']} BOM of {subject} to {output}")
+        return 0
+    if subject is not None and output is not None:
+        raise InvalidInput("give the output FILE once: as the argument or as --output")
+    target = output or (Path(subject) if subject is not None else None)
+    if target is None and json_out:
         raise InvalidInput("--json needs an output FILE (stdout carries the export itself)")
-    result = registry(ctx).export(output)
+    result = registry(ctx).export(target)
     if json_out:
         emit(result)
     else:
         say(
             f"exported {result.rows} rows"
-            + (f" to {output}" if output else "")
+            + (f" to {target}" if target else "")
             + f" (sha256 {result.sha256})"
         )
     return 0

@@ -9,8 +9,10 @@ Data (``out``, ``emit``) does not — ``token create`` prints its new secret the
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +69,63 @@ def human_bytes(n: int | None) -> str:
             return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+class FetchProgress:
+    """``fetch --progress``: a bar on stderr when it is a terminal (auto), JSON lines on
+    stderr (json: ``start``, ``progress`` at most every half second, ``done``), or nothing.
+    stdout stays the command's output."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode if mode != "auto" else ("bar" if sys.stderr.isatty() else "none")
+        self.total = 0
+        self.done = 0
+        self._lock = threading.Lock()
+        self._began = time.perf_counter()
+        self._shown_at = 0.0
+        self._started = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode in ("bar", "json")
+
+    def _json(self, event: str, **fields: object) -> None:
+        at = round(time.perf_counter() - self._began, 3)
+        sys.stderr.write(json.dumps({"event": event, **fields, "at_s": at}) + "\n")
+        sys.stderr.flush()
+
+    def start(self, record_id: str, files: int, total: int) -> None:
+        self.total, self._began, self._started = total, time.perf_counter(), True
+        if self.mode == "json":
+            self._json("start", record_id=record_id, files=files, bytes=total)
+
+    def __call__(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+            now = time.perf_counter()
+            if now - self._shown_at < 0.5 and self.done < self.total:
+                return
+            self._shown_at = now
+            if self.mode == "json":
+                self._json("progress", bytes=self.done, total=self.total)
+            elif self.mode == "bar":
+                percent = self.done * 100 // max(self.total, 1)
+                rate = self.done / max(now - self._began, 1e-9)
+                bar = "#" * (percent // 4)
+                sys.stderr.write(
+                    f"\rfetching [{bar:<25}] {percent:3d}% {human_bytes(self.done)} of "
+                    f"{human_bytes(self.total)}, {human_bytes(int(rate))}/s   "
+                )
+                sys.stderr.flush()
+
+    def finish(self, ok: bool) -> None:
+        if not self._started:
+            return  # refused before any byte was asked for: the error says why
+        if self.mode == "json":
+            self._json("done" if ok else "failed", bytes=self.done)
+        elif self.mode == "bar":
+            sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
 class HashProgress:

@@ -10,6 +10,7 @@ import typer
 from modelreg.cli.main import JsonOption, RecordArg, WhyOption, app, registry
 from modelreg.cli.records import unit_text
 from modelreg.cli.render import emit, human_bytes, out, say, table
+from modelreg.progress import ProgressMode
 
 # -- serve ----------------------------------------------------------------------------------
 
@@ -23,6 +24,20 @@ def serve(
         bool,
         typer.Option("--public-read", help="Let anyone read (API and dashboard) without a token."),
     ] = False,
+    public_metrics: Annotated[
+        bool,
+        typer.Option(
+            "--public-metrics",
+            help="Let anyone read GET /metrics (Prometheus) without a token; else a reader's.",
+        ),
+    ] = False,
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            "--metrics/--no-metrics",
+            help="Count and time every request and serve GET /metrics (Prometheus).",
+        ),
+    ] = True,
     max_body_bytes: Annotated[
         int,
         typer.Option("--max-body-bytes", min=1024, help="Larger request bodies get 413."),
@@ -45,6 +60,8 @@ def serve(
     settings = ServerSettings(
         url=db,
         public_read=public_read,
+        public_metrics=public_metrics,
+        metrics=metrics,
         max_body_bytes=max_body_bytes,
         targets_file=None,
         threads=threads,
@@ -235,15 +252,45 @@ def fetch(
     ctx: typer.Context,
     record_ref: RecordArg,
     to: Annotated[Path, typer.Option("--to", help="A new (or empty) directory to fill.")],
+    progress: Annotated[
+        ProgressMode,
+        typer.Option(
+            "--progress",
+            help="Progress on stderr, never stdout: auto (a bar when stderr is a terminal), "
+            "json (JSON lines: start, progress, done or failed), none.",
+        ),
+    ] = ProgressMode.AUTO,
     json_out: JsonOption = False,
 ) -> int:
     """Copy RECORD's files into DIR from its locations (file:// on this host, the local
-    Hugging Face cache), checking every sha256; a mismatch is refused and nothing is left in
-    DIR unless every file matched. Exit 1 when some file could not be fetched."""
-    fetched = registry(ctx).fetch(record_ref, to)
+    Hugging Face cache, s3:// with the standard AWS credentials), checking every sha256 as
+    the bytes arrive; a mismatch is refused and nothing is left in DIR unless every file
+    matched. An S3 download cut short is resumed by the same fetch again. Exit 1 when some
+    file could not be fetched."""
+    from modelreg.cli.render import FetchProgress
+
+    shown = FetchProgress(progress.value)
+    ok = False
+    try:
+        fetched = registry(ctx).fetch(
+            record_ref,
+            to,
+            progress=shown if shown.enabled else None,
+            on_start=shown.start if shown.enabled else None,
+        )
+        ok = True
+    finally:
+        if shown.enabled:
+            shown.finish(ok)
     if json_out:
         emit(fetched)
         return 0
+    for problem in fetched.skipped:
+        say(f"skipped {problem.url}: {problem.reason}")
+    for f in fetched.files:
+        out(f"{fetched.to}/{f.path}  sha256:{f.sha256}  from {f.source}")
+    say(f"fetched {len(fetched.files)} file(s) of {fetched.record_id} into {fetched.to}")
+    return 0
     for problem in fetched.skipped:
         say(f"skipped {problem.url}: {problem.reason}")
     for f in fetched.files:

@@ -733,6 +733,15 @@ class Reads:
     def model_ids(self) -> list[str]:
         return list(self.session.exec(select(ModelRow.model_id).order_by(col(ModelRow.model_id))))
 
+    def record_counts(self) -> dict[str, int]:
+        """Records by stored state: active, held, retired (every state, zero included)."""
+        total = self.session.exec(select(func.count()).select_from(RecordRow)).one()
+        rows = self.session.exec(
+            select(RecordStateRow.state, func.count()).group_by(col(RecordStateRow.state))
+        ).all()
+        counts = {"held": 0, "retired": 0} | {str(state): int(n) for state, n in rows}
+        return {"active": int(total) - sum(counts.values()), **counts}
+
     def has_model(self, model_id: str) -> bool:
         found = self.session.exec(select(ModelRow.id).where(ModelRow.model_id == model_id))
         return found.first() is not None

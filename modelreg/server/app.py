@@ -106,6 +106,8 @@ _RECORD_REF_RE = re.compile(r"(r_)?[0-9a-f]{4,64}")
 class ServerSettings:
     url: str | None = None  # the registry (default: $MODELREG_DATABASE_URL, else SQLite)
     public_read: bool = False
+    public_metrics: bool = False  # GET /metrics without a token (else a reader's token)
+    metrics: bool = True  # count and time every request, and serve GET /metrics
     max_body_bytes: int = 16 << 20
     targets_file: Path | None = None
     threads: int = 8  # requests handled at once, per process
@@ -271,9 +273,11 @@ class Guard:
         threads: int = 8,
         writer: Callable[[Scope], None] | None = None,
         fast: Any = None,
+        metrics: Any = None,
     ) -> None:
         self.app = app
         self.fast = fast  # server.fast.FastReads: the plain status and gate reads
+        self.metrics = metrics  # server.metrics.Metrics: every request counted and timed
         self.max_body_bytes = max_body_bytes
         self.threads = threads
         self.writer = writer  # raises Unauthorized / Forbidden unless the caller may write
@@ -288,6 +292,18 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if self.metrics is None:
+            await self._handle(scope, receive, send)
+            return
+        from modelreg.server.metrics import timed
+
+        counted, done = timed(self.metrics, scope, send)
+        try:
+            await self._handle(scope, receive, counted)
+        finally:
+            done()
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         length: bytes | None = None
         chunked = False
         for name, value in scope["headers"]:
@@ -349,6 +365,7 @@ class Guard:
             return
         plain = self.fast is not None and length is None and not chunked
         if plain and await self.fast.answer(scope, send_with_headers):
+            scope["modelreg.route"] = scope["path"]  # answered here: one of two fixed paths
             return
         await self.app(scope, receive, send_with_headers)
 
@@ -447,8 +464,11 @@ def create_app(settings: ServerSettings, registry: api.Registry | None = None) -
         docs_url=None,  # Swagger UI and ReDoc load scripts from a CDN: nothing from the internet
         redoc_url=None,
     )
+    from modelreg.server.metrics import Metrics
+
     app.state.registry = registry
     app.state.settings = settings
+    app.state.metrics = metrics = Metrics(registry) if settings.metrics else None
     _install_error_handlers(app)
     _install_api(app, registry, settings)
     from modelreg.server.dashboard import install_dashboard
@@ -467,7 +487,7 @@ def create_app(settings: ServerSettings, registry: api.Registry | None = None) -
     from modelreg.server.fast import FastReads
 
     fast = FastReads(registry, settings.public_read)
-    return Guard(app, settings.max_body_bytes, settings.threads, writer, fast)
+    return Guard(app, settings.max_body_bytes, settings.threads, writer, fast, metrics)
 
 
 _DECIDE = ("promote", "hold", "release", "retire", "rollback")
@@ -495,7 +515,7 @@ def _cookie(header: str, name: str) -> str | None:
 
 
 def _is_page(request: Request) -> bool:
-    return not request.url.path.startswith(API)
+    return not request.url.path.startswith(API) and request.url.path != "/metrics"
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -809,6 +829,19 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
             )
         )
 
+    @app.get("/metrics", include_in_schema=False)
+    def metrics(request: Request) -> Response:
+        """Prometheus' text exposition (``modelreg.server.metrics``): a reader's token, or
+        anyone with ``--public-metrics`` (or ``--public-read``)."""
+        from modelreg.server.metrics import CONTENT_TYPE
+
+        if request.app.state.metrics is None:
+            raise StarletteHTTPException(404)
+        if not settings.public_metrics:
+            secret = bearer_secret(request.headers.get("authorization"))
+            authorize(registry, secret, Permission.READ, public_read=settings.public_read)
+        return Response(request.app.state.metrics.exposition(), media_type=CONTENT_TYPE)
+
     @app.get(f"{API}/targets", response_model=TargetsOutput, responses=errors, tags=["read"])
     def targets(_: Reader) -> Response:
         """Every target, with where it is defined (builtin, registry; local: the server's
@@ -920,10 +953,17 @@ def run(
         prime(registry)
     else:
         api.open(settings.url, targets_file=settings.targets_file)  # fail here, not in workers
+        # /metrics answers every worker's counts: prometheus-client's multiprocess files.
+        if settings.metrics and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            import tempfile
+
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="modelreg-metrics-")
         os.environ[SETTINGS_VARIABLE] = json.dumps(
             {
                 "url": settings.url,
                 "public_read": settings.public_read,
+                "public_metrics": settings.public_metrics,
+                "metrics": settings.metrics,
                 "max_body_bytes": settings.max_body_bytes,
                 "targets_file": str(settings.targets_file) if settings.targets_file else None,
                 "threads": settings.threads,

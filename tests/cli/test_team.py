@@ -157,14 +157,17 @@ def test_locate_and_fetch(cli, tmp_path: Path) -> None:
     (tmp_path / "copy").mkdir()
     (tmp_path / "copy" / "m.gguf").write_bytes(data)
     here = f"file://{__import__('socket').gethostname()}{tmp_path / 'copy'}"
-    code, out, err = cli("locate", record, "--add", here, "--add", "s3://bucket/alpha")
-    assert code == 0 and err == f"added {here}\nadded s3://bucket/alpha\n"
-    assert out == f"{here}\ns3://bucket/alpha  (modelreg fetch: not supported yet)\n"
+    oci = "oci://registry.local/models/alpha@sha256:" + "ab" * 32
+    code, out, err = cli(
+        "locate", record, "--add", here, "--add", "s3://bucket/alpha", "--add", oci
+    )
+    assert code == 0 and err == f"added {here}\nadded s3://bucket/alpha\nadded {oci}\n"
+    assert out == f"{here}\ns3://bucket/alpha\n{oci}  (modelreg fetch: not supported yet)\n"
     code, _, err = cli("locate", record, "--add", here)
     assert code == 0 and "nothing added: already known" in err
     code, out, err = cli("locate", record, "--add", "s3://key:secret@bucket/alpha")
     assert code == 2 and out == "" and err.count("\n") == 1 and "carries credentials" in err
-    assert len(registry.locations(record).locations) == 2
+    assert len(registry.locations(record).locations) == 3
 
     code, out, err = cli("fetch", record, "--to", tmp_path / "out")
     assert (
@@ -172,7 +175,7 @@ def test_locate_and_fetch(cli, tmp_path: Path) -> None:
         and out
         == f"{tmp_path / 'out'}/m.gguf  sha256:{hashlib.sha256(data).hexdigest()}  from {here}\n"
     )
-    assert "skipped s3://bucket/alpha: s3:// fetching is not supported yet" in err
+    assert f"skipped {oci}: oci:// fetching is not supported yet" in err
     assert (tmp_path / "out" / "m.gguf").read_bytes() == data
     code, _, err = cli("fetch", record, "--to", tmp_path / "out")
     assert code == 2 and "exists and is not an empty directory" in err
@@ -196,12 +199,12 @@ def test_the_rollback_plan_says_where_the_candidates_bytes_are(cli) -> None:
     code, out, _ = cli("rollback", "rules/alpha", "--target", "cpu")
     assert code == 0
     candidate = out.split(f"candidate   {r1}", 1)[1]
-    # The copy that can be fetched from here (s3:// is recorded, not fetched yet).
+    # The copy that can be fetched from here (this host has no AWS credentials).
     assert "  bytes     file://" in candidate and r1 in candidate.splitlines()[1]
     code, out, _ = cli("rollback", "rules/alpha", "--target", "cpu", "--json")
     assert json.loads(out)["candidate"]["locations"][1:] == ["s3://models/alpha/v1"]
     shutil.rmtree(synthetic_bytes() / r1)
     code, _, err = cli("rollback", "rules/alpha", "--target", "cpu")
-    assert code == 1 and "no fetchable copy" in err and "s3:// fetching is not supported" in err
+    assert code == 1 and "no fetchable copy" in err and "no AWS credentials on this host" in err
     code, out, _ = cli("status", "rules/alpha")
     assert f"{r2}  fetch from file://" in out

@@ -31,14 +31,23 @@ class Served:
 
 @contextmanager
 def serving(
-    db_url: str, *, public_read: bool = False, max_body_bytes: int = 1 << 20
+    db_url: str,
+    *,
+    public_read: bool = False,
+    public_metrics: bool = False,
+    max_body_bytes: int = 1 << 20,
 ) -> Iterator[Served]:
     """Start the server over ``db_url`` and stop it when the block ends."""
     import uvicorn
 
     from modelreg.server.app import ServerSettings, create_app, server_config
 
-    settings = ServerSettings(url=db_url, public_read=public_read, max_body_bytes=max_body_bytes)
+    settings = ServerSettings(
+        url=db_url,
+        public_read=public_read,
+        public_metrics=public_metrics,
+        max_body_bytes=max_body_bytes,
+    )
     # proto 0, as a socket handed over by systemd or --fd would be: asyncio does not set
     # TCP_NODELAY on its connections, the server must (test_accepted_connections_have_…).
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -1,0 +1,268 @@
+"""S3 locations: is a record's copy there, and fetching it with the sha256 checked as it arrives.
+
+A location ``s3://bucket/prefix`` holds a record's files under the prefix (``prefix/PATH``);
+for a one-file record it may also name the object itself. Credentials come only from the
+standard AWS chain (environment, shared config and credentials files, SSO, the instance or
+task role): nothing is stored or printed. ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``)
+points at an S3-compatible store; path-style addressing is used for it.
+
+A file is downloaded in ranges fetched in parallel and consumed in order — written and hashed
+as each range arrives, a bounded window of ranges in memory — so peak memory does not grow with
+the file. Every range asks for the object's ETag as first seen (``If-Match``): an object
+replaced mid-download fails instead of mixing two objects' bytes. A range that fails (a
+throttled or dropped request) is retried; when it still fails, the bytes written so far are a
+prefix of the object and are kept, and the next fetch resumes from there (the prefix is hashed
+again from disk: the digest always covers every byte).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PART_BYTES = 8 << 20
+WORKERS = 4
+WINDOW = WORKERS + 2  # ranges in flight or waiting to be written: bounded memory
+RANGE_ATTEMPTS = 4
+RANGE_BACKOFF_S = 0.2  # before attempt k: this × 2**k, at most 2 s
+# A presence check (HEAD) is cached this long per process: status and the gate ask it of every
+# production record, and a copy's presence changes far more slowly than they are asked.
+PRESENCE_TTL_S = 30.0
+
+ProgressCallback = Callable[[int], None]
+NO_CREDENTIALS = (
+    "no AWS credentials on this host (the standard chain: AWS_ACCESS_KEY_ID / "
+    "AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws, or an instance role)"
+)
+
+
+class Unavailable(Exception):
+    """This location cannot give the file; ``reason`` says why (one line, no credentials)."""
+
+    def __init__(self, reason: str, *, partial: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.partial = partial  # bytes were kept for a resume
+
+
+@dataclass(frozen=True)
+class S3Object:
+    key: str
+    size: int
+    etag: str
+
+
+_client_lock = threading.Lock()
+_clients: dict[tuple[str | None, str | None], Any] = {}
+_presence: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[float, str | None]] = {}
+
+
+def reset() -> None:
+    """Forget this process's clients and presence answers (after the AWS environment
+    changed: a test, a long-lived process rotating credentials)."""
+    with _client_lock:
+        _clients.clear()
+        _presence.clear()
+
+
+def endpoint_url() -> str | None:
+    """The S3-compatible endpoint this host is configured for, if any."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def _client() -> Any:
+    """One boto3 S3 client per endpoint and profile for this process (thread-safe; creating
+    one resolves credentials, which can mean a metadata-service round trip)."""
+    key = (endpoint_url(), os.environ.get("AWS_PROFILE"))
+    with _client_lock:
+        client = _clients.get(key)
+        if client is None:
+            try:
+                import boto3
+                from botocore.config import Config
+            except ImportError:
+                raise Unavailable(
+                    "boto3 is not installed on this host (pip install 'modelreg[s3]')"
+                ) from None
+            config = Config(
+                retries={"max_attempts": 3, "mode": "standard"},
+                connect_timeout=5,
+                read_timeout=60,
+                max_pool_connections=WORKERS * 4,
+                s3={"addressing_style": "path"} if key[0] else None,
+            )
+            client = boto3.session.Session().client("s3", endpoint_url=key[0], config=config)
+            _clients[key] = client
+        return client
+
+
+def _why(exc: BaseException) -> str:
+    """A one-line reason for an S3 failure: the service's error code, never a credential."""
+    from botocore.exceptions import (
+        ClientError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        PartialCredentialsError,
+    )
+
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return NO_CREDENTIALS
+    if isinstance(exc, EndpointConnectionError):
+        return f"cannot reach S3 at {exc.kwargs.get('endpoint_url', endpoint_url() or 'AWS')}"
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        code = error.get("Code") or status
+        return f"S3 answered {code}" + (f" ({status})" if status and str(status) != code else "")
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _code(exc: Any) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _is_missing(exc: BaseException) -> bool:
+    from botocore.exceptions import ClientError
+
+    return isinstance(exc, ClientError) and _code(exc) in ("404", "NoSuchKey", "NotFound")
+
+
+def keys_for(prefix: str, path: str, *, single: bool) -> list[str]:
+    """The keys a file may have under a location's prefix: ``prefix/path``, and for a one-file
+    record the prefix itself (a location naming the object)."""
+    joined = f"{prefix.rstrip('/')}/{path}" if prefix else path
+    keys = [joined]
+    if single and prefix and not prefix.endswith("/") and prefix != joined:
+        keys.append(prefix)
+    return keys
+
+
+def head(bucket: str, prefix: str, path: str, *, single: bool) -> S3Object:
+    """The object holding ``path`` at ``s3://bucket/prefix``; ``Unavailable`` when there is
+    none (or S3 cannot be asked)."""
+    problems: list[str] = []
+    try:
+        client = _client()
+        for key in keys_for(prefix, path, single=single):
+            try:
+                found = client.head_object(Bucket=bucket, Key=key)
+            except Exception as exc:
+                if _is_missing(exc):
+                    problems.append(f"no object s3://{bucket}/{key}")
+                    continue
+                raise
+            return S3Object(key, int(found["ContentLength"]), str(found.get("ETag", "")))
+    except Unavailable:
+        raise
+    except Exception as exc:
+        raise Unavailable(f"{path}: {_why(exc)}") from None
+    raise Unavailable(f"{path}: " + "; ".join(problems))
+
+
+def has_copy(bucket: str, prefix: str, files: Sequence[tuple[str, int]], url: str) -> str | None:
+    """None when every file (path, bytes) is at the location with its recorded size (HEAD;
+    fetch checks every sha256), else why not. Cached for ``PRESENCE_TTL_S`` per process."""
+    key = (url, tuple(files))
+    now = time.monotonic()
+    cached = _presence.get(key)
+    if cached is not None and now - cached[0] < PRESENCE_TTL_S:
+        return cached[1]
+    problem: str | None = None
+    for path, size in files:
+        try:
+            found = head(bucket, prefix, path, single=len(files) == 1)
+        except Unavailable as exc:
+            problem = exc.reason
+            break
+        if found.size != size:
+            problem = f"{path} is {found.size} bytes, recorded {size}"
+            break
+    _presence[key] = (now, problem)
+    return problem
+
+
+def _get_range(bucket: str, obj: S3Object, start: int, end: int) -> bytes:
+    """Bytes ``start..end`` (inclusive) of the object, retried on a failed or short read."""
+    client = _client()
+    last: BaseException | None = None
+    for attempt in range(RANGE_ATTEMPTS):
+        if attempt:
+            time.sleep(min(RANGE_BACKOFF_S * 2**attempt, 2.0))
+        try:
+            answer = client.get_object(
+                Bucket=bucket, Key=obj.key, Range=f"bytes={start}-{end}", IfMatch=obj.etag
+            )
+            data: bytes = answer["Body"].read()
+        except Exception as exc:
+            from botocore.exceptions import ClientError
+
+            if isinstance(exc, ClientError) and _code(exc) == "PreconditionFailed":
+                raise Unavailable(f"{obj.key} changed while it was fetched") from None
+            last = exc
+            continue
+        if len(data) == end - start + 1:
+            return data
+        last = OSError(f"short read: {len(data)} of {end - start + 1} bytes")
+    assert last is not None
+    raise Unavailable(_why(last))
+
+
+def download(
+    bucket: str,
+    obj: S3Object,
+    part: Path,
+    progress: ProgressCallback | None = None,
+) -> tuple[int, str]:
+    """Fetch ``obj`` into ``part``, resuming after the bytes already there; return (size,
+    sha256) of the whole file. Raises ``Unavailable(partial=True)`` when a range failed after
+    its retries: ``part`` then holds a prefix of the object for the next fetch to resume."""
+    digest = hashlib.sha256()
+    have = part.stat().st_size if part.exists() else 0
+    if have > obj.size:
+        part.unlink()
+        have = 0
+    with part.open("ab" if have else "xb") as fh, part.open("rb") as back:
+        while have and (chunk := back.read(PART_BYTES)):  # the kept prefix, hashed again
+            digest.update(chunk)
+        written = have
+        starts = range(have, obj.size, PART_BYTES)
+        with ThreadPoolExecutor(WORKERS, thread_name_prefix="s3-range") as pool:
+            pending: deque[Future[bytes]] = deque()
+            upcoming = iter(starts)
+
+            def submit() -> None:
+                start = next(upcoming, None)
+                if start is not None:
+                    end = min(start + PART_BYTES, obj.size) - 1
+                    pending.append(pool.submit(_get_range, bucket, obj, start, end))
+
+            for _ in range(WINDOW):
+                submit()
+            try:
+                while pending:
+                    data = pending.popleft().result()
+                    fh.write(data)
+                    digest.update(data)
+                    written += len(data)
+                    if progress:
+                        progress(len(data))
+                    submit()
+            except Unavailable as exc:
+                for future in pending:
+                    future.cancel()
+                fh.flush()
+                os.fsync(fh.fileno())
+                raise Unavailable(
+                    f"{exc.reason} at byte {written:,} of {obj.size:,}", partial=written > 0
+                ) from None
+        fh.flush()
+        os.fsync(fh.fileno())
+    return written, digest.hexdigest()
