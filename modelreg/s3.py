@@ -44,6 +44,10 @@ NO_CREDENTIALS = (
 )
 
 
+class NotCached(Exception):
+    """A remote copy's presence is not known without asking the store (``cached_only``)."""
+
+
 class Unavailable(Exception):
     """This location cannot give the file; ``reason`` says why (one line, no credentials)."""
 
@@ -167,14 +171,24 @@ def head(bucket: str, prefix: str, path: str, *, single: bool) -> S3Object:
     raise Unavailable(f"{path}: " + "; ".join(problems))
 
 
-def has_copy(bucket: str, prefix: str, files: Sequence[tuple[str, int]], url: str) -> str | None:
+def has_copy(
+    bucket: str,
+    prefix: str,
+    files: Sequence[tuple[str, int]],
+    url: str,
+    *,
+    cached_only: bool = False,
+) -> str | None:
     """None when every file (path, bytes) is at the location with its recorded size (HEAD;
-    fetch checks every sha256), else why not. Cached for ``PRESENCE_TTL_S`` per process."""
+    fetch checks every sha256), else why not. Cached for ``PRESENCE_TTL_S`` per process;
+    ``cached_only``: raise ``NotCached`` rather than ask S3 (the server's event loop)."""
     key = (url, tuple(files))
     now = time.monotonic()
     cached = _presence.get(key)
     if cached is not None and now - cached[0] < PRESENCE_TTL_S:
         return cached[1]
+    if cached_only:
+        raise NotCached(url)
     problem: str | None = None
     for path, size in files:
         try:

@@ -16,6 +16,8 @@ HIDDEN = "***"
 _SECRET_KEY_RE = re.compile(r"pass|pwd|secret|token|key|auth|credential|signature", re.I)
 # A scheme is short (bounded: an unbounded one made a long run of letters quadratic).
 _URL_IN_TEXT_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s'\"<>]+")
+# The digest after "@" in "oci://host/repo@sha256:<hex>" (not a host).
+_DIGEST_RE = re.compile(r"(?:sha256|sha384|sha512):[0-9a-fA-F]{32,}(?![0-9a-fA-F])")
 # libpq key=value strings ("host=db password=s3cret") and the like, in free text.
 _KEYWORD_SECRET_RE = re.compile(
     r"(?i)\b([\w-]{0,64}?(?:password|passwd|pwd|secret|token)[\w-]{0,64})(\s*=\s*)"
@@ -37,8 +39,8 @@ def redact_url(url: str) -> str:
     replaced by ``***``; the scheme, user, host, port, path and other parameters stay, so the
     message still says which database was meant.
 
-    The userinfo ends at the last ``@``, so unencoded ``@``, ``/``, ``?``, ``#`` and ``:`` in
-    a password stay hidden.
+    The userinfo ends at the last ``@`` (not counting an ``@sha256:…`` digest pin), so
+    unencoded ``@``, ``/``, ``?``, ``#`` and ``:`` in a password stay hidden.
     """
     scheme_end = url.find("://")
     if scheme_end < 0:
@@ -48,6 +50,10 @@ def redact_url(url: str) -> str:
     # A password may hold any character, a host none of "@/?#": the userinfo ends at the last
     # "@". (An "@" in a query value hides the host too: more than needed, never less.)
     at = rest.rfind("@")
+    # ...except the "@sha256:<hex>" that pins an OCI reference to a digest (no password is
+    # followed by a 32-hex-digit "port"): the userinfo, if any, ends before it.
+    while at >= 0 and _DIGEST_RE.match(rest, at + 1):
+        at = rest.rfind("@", 0, at)
     if scheme_end >= 0 and at >= 0:
         userinfo, rest = rest[:at], rest[at:]
         user, colon, _password = userinfo.partition(":")

@@ -37,6 +37,15 @@ from modelreg.urls import redact_text, redact_url
         ("postgresql://:s3cret@h/d", "postgresql://:***@h/d"),
         ("postgresql://user@db/reg", "postgresql://user@db/reg"),
         ("sqlite:////home/u/registry.db", "sqlite:////home/u/registry.db"),
+        # an OCI reference pinned to a digest: "@sha256:" is not the end of a userinfo
+        (
+            f"oci://127.0.0.1:5000/models/m:v1@sha256:{'a' * 64}",
+            f"oci://127.0.0.1:5000/models/m:v1@sha256:{'a' * 64}",
+        ),
+        (
+            f"oci://u:s3cret@reg.example/models/m@sha256:{'a' * 64}",
+            f"oci://u:***@reg.example/models/m@sha256:{'a' * 64}",
+        ),
         ("not a url", "not a url"),
         ("", ""),
     ],

@@ -51,6 +51,8 @@ from modelreg.schemas.output import (
     ListOutput,
     LocationOut,
     LocationsOutput,
+    PushedFileOut,
+    PushOutput,
     ShowOutput,
 )
 
@@ -473,6 +475,66 @@ class Records(Deploy):
             with self.store.locked(record.model_id) as tx:
                 added = tx.add_locations(record, urls, actor or config.actor())
         return self._locations_output(record, added)
+
+    def push(
+        self,
+        ref: str,
+        url: str,
+        *,
+        progress: Callable[[int], None] | None = None,
+        actor: str | None = None,
+    ) -> PushOutput:
+        """Push a record's files to an OCI registry as one artifact (``modelreg.oci``: each
+        layer's digest is the file's sha256, which the registry checks as it arrives) under
+        ``url``'s tag, and record the manifest's digest as a location. The bytes come from a
+        copy on this host (file:// or the Hugging Face cache)."""
+        from modelreg import oci
+        from modelreg.locations import local_copy
+        from modelreg.s3 import Unavailable
+
+        reference = oci.parse_reference(url)
+        if reference is None or reference.digest is not None:
+            raise InvalidInput(
+                f"push to {url[:120]!r}: not an OCI repository and tag",
+                "give oci://registry/repository:tag (the digest is what the registry answers)",
+            )
+        with self.store.read() as reads:
+            record = reads.record(ref)
+            files = reads.files([record.id])[record.id]
+            urls = [loc.url for loc in reads.locations([record.id])[record.id]]
+        local = local_copy([(f.path, f.bytes) for f in files], urls)
+        if local is None:
+            raise NotFetchable(
+                f"{record.id}: no copy of its files on this host to push",
+                "fetch it first (modelreg fetch RECORD --to DIR) and locate that copy",
+            )
+        from modelreg import clock
+
+        annotations = {
+            "org.opencontainers.image.created": clock.utcnow().isoformat(timespec="seconds"),
+            "dev.modelreg.record": record.id,
+            "dev.modelreg.model": record.model_id,
+        }
+        try:
+            digest, pushed = oci.push(
+                reference,
+                [(f.path, f.bytes, f.sha256, local[f.path]) for f in files],
+                annotations,
+                progress,
+            )
+        except Unavailable as exc:
+            raise NotFetchable(f"push {record.id} to {reference.url()}: {exc.reason}") from None
+        location = reference.url(digest)
+        self.locate(record.id, [location], actor=actor)
+        return PushOutput(
+            record_id=record.id,
+            location=location,
+            manifest_digest=digest,
+            files=[
+                PushedFileOut(path=p.path, bytes=p.bytes, sha256=p.sha256, uploaded=p.uploaded)
+                for p in pushed
+            ],
+        )
 
     def fetch(
         self,

@@ -109,6 +109,7 @@ class Status(Core):
             raise TargetNotFound(target, sorted(targets))
         from modelreg import clock
         from modelreg.locations import fetchable_copy
+        from modelreg.s3 import NotCached
 
         # Whether a re-test is overdue changes with the day, not with a write: a kept entry is
         # reused only while it says the same.
@@ -120,9 +121,14 @@ class Status(Core):
         ):
             record = entry.record
             if record.id not in fetchable:
-                fetchable[record.id] = fetchable_copy(
-                    [(f.path, f.bytes) for f in entry.files], entry.locations
-                )
+                try:
+                    fetchable[record.id] = fetchable_copy(
+                        [(f.path, f.bytes) for f in entry.files],
+                        entry.locations,
+                        cached_only=peeked is not None,  # the event loop: never the network
+                    )
+                except NotCached:
+                    raise NotDerived(model_id or "") from None
             fetch = fetchable[record.id]
             kept = owner.shown.get(index)
             found = kept[1] if kept is not None and kept[0] == fetch else None

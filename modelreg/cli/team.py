@@ -248,6 +248,34 @@ def locate(
 
 
 @app.command()
+def push(
+    ctx: typer.Context,
+    record_ref: RecordArg,
+    url: Annotated[
+        str,
+        typer.Argument(
+            help="oci://registry/repository:tag — the manifest's digest is recorded as the "
+            "location; the tag is a convenience.",
+            metavar="oci://HOST/REPO:TAG",
+        ),
+    ],
+    json_out: JsonOption = False,
+) -> int:
+    """Push RECORD's files to an OCI registry as one artifact whose layers are the files (each
+    layer's digest is the file's sha256) and record where: oci://HOST/REPO:TAG@sha256:….
+    Credentials from Docker's config (~/.docker/config.json). Exit 1 when the registry
+    cannot take it."""
+    pushed = registry(ctx).push(record_ref, url)
+    if json_out:
+        emit(pushed)
+        return 0
+    for f in pushed.files:
+        say(f"{'uploaded' if f.uploaded else 'had    '} {f.path}  sha256:{f.sha256}")
+    out(pushed.location)
+    return 0
+
+
+@app.command()
 def fetch(
     ctx: typer.Context,
     record_ref: RecordArg,
@@ -263,7 +291,8 @@ def fetch(
     json_out: JsonOption = False,
 ) -> int:
     """Copy RECORD's files into DIR from its locations (file:// on this host, the local
-    Hugging Face cache, s3:// with the standard AWS credentials), checking every sha256 as
+    Hugging Face cache, s3:// with the standard AWS credentials, oci:// by digest), checking
+    every sha256 as
     the bytes arrive; a mismatch is refused and nothing is left in DIR unless every file
     matched. An S3 download cut short is resumed by the same fetch again. Exit 1 when some
     file could not be fetched."""

@@ -632,6 +632,20 @@ class FetchedFileOut(_Out):
     source: str = Field(description="The location it was copied from.")
 
 
+class PushedFileOut(_Out):
+    path: str
+    bytes: int
+    sha256: str = Field(description="The file's sha256: its layer's digest.")
+    uploaded: bool = Field(description="False: the registry had the blob already.")
+
+
+class PushOutput(Output):
+    record_id: str
+    location: str = Field(description="oci://host/repo[:tag]@sha256:… — recorded.")
+    manifest_digest: str
+    files: list[PushedFileOut]
+
+
 class FetchProblem(_Out):
     url: str
     reason: str

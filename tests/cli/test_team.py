@@ -162,7 +162,7 @@ def test_locate_and_fetch(cli, tmp_path: Path) -> None:
         "locate", record, "--add", here, "--add", "s3://bucket/alpha", "--add", oci
     )
     assert code == 0 and err == f"added {here}\nadded s3://bucket/alpha\nadded {oci}\n"
-    assert out == f"{here}\ns3://bucket/alpha\n{oci}  (modelreg fetch: not supported yet)\n"
+    assert out == f"{here}\ns3://bucket/alpha\n{oci}\n"  # every scheme is fetched now
     code, _, err = cli("locate", record, "--add", here)
     assert code == 0 and "nothing added: already known" in err
     code, out, err = cli("locate", record, "--add", "s3://key:secret@bucket/alpha")
@@ -175,7 +175,6 @@ def test_locate_and_fetch(cli, tmp_path: Path) -> None:
         and out
         == f"{tmp_path / 'out'}/m.gguf  sha256:{hashlib.sha256(data).hexdigest()}  from {here}\n"
     )
-    assert f"skipped {oci}: oci:// fetching is not supported yet" in err
     assert (tmp_path / "out" / "m.gguf").read_bytes() == data
     code, _, err = cli("fetch", record, "--to", tmp_path / "out")
     assert code == 2 and "exists and is not an empty directory" in err

@@ -1,0 +1,364 @@
+"""OCI registries: a record's files pushed as an OCI artifact, fetched back by digest.
+
+The artifact is an OCI image manifest (``artifactType`` ``application/vnd.modelreg.record.v1+json``,
+the empty config) whose layers are the record's files: each layer's digest is the file's
+sha256, so the registry's own content addressing agrees with the record (a registry refuses
+an upload whose bytes do not hash to the digest). A layer's path is its
+``org.opencontainers.image.title`` annotation. The location recorded is the manifest's digest
+(``oci://host/repo[:tag]@sha256:…``): the tag is a convenience, the digest is the location.
+
+Spoken over the distribution API directly (``/v2/…``, httpx): HEAD before each blob upload
+(the registry may have it), a monolithic upload streamed from the file, the manifest PUT by tag;
+fetching reads the manifest by digest (its own sha256 checked), then each wanted blob by its
+digest, streamed, hashed as it arrives. Credentials come from Docker's config
+(``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``: ``auths.HOST.auth``), with the
+registry's token flow on a 401; none are stored or printed. A loopback registry is spoken to over
+plain HTTP, any other over HTTPS (``MODELREG_OCI_PLAIN_HTTP=host:port,…`` names others that are
+plain HTTP, e.g. a registry on a private network).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from modelreg.s3 import PRESENCE_TTL_S, NotCached, Unavailable
+
+MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+ARTIFACT_TYPE = "application/vnd.modelreg.record.v1+json"
+LAYER_TYPE = "application/vnd.modelreg.file.v1"
+EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
+EMPTY = b"{}"
+EMPTY_DIGEST = "sha256:" + hashlib.sha256(EMPTY).hexdigest()
+TITLE = "org.opencontainers.image.title"
+_CHUNK = 4 << 20
+_presence: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[float, str | None]] = {}
+
+Progress = Callable[[int], None] | None
+
+
+@dataclass(frozen=True)
+class Reference:
+    registry: str  # host[:port]
+    repository: str
+    tag: str | None
+    digest: str | None  # "sha256:…"
+
+    def url(self, digest: str | None = None) -> str:
+        tag = f":{self.tag}" if self.tag else ""
+        pinned = digest or self.digest
+        return f"oci://{self.registry}/{self.repository}{tag}" + (f"@{pinned}" if pinned else "")
+
+
+_REF_RE = re.compile(
+    r"oci://(?P<registry>[A-Za-z0-9.-]+(?::[0-9]{1,5})?)"
+    r"/(?P<repository>[a-z0-9]+(?:(?:[._]|__|-+|/)[a-z0-9]+)*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))?"
+    r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?"
+)
+
+
+def parse_reference(url: str) -> Reference | None:
+    """``oci://host/repo[:tag][@sha256:…]``; None when it is not one."""
+    found = _REF_RE.fullmatch(url)
+    if found is None:
+        return None
+    return Reference(found["registry"], found["repository"], found["tag"], found["digest"])
+
+
+def _plain_http(registry: str) -> bool:
+    host = registry.rsplit(":", 1)[0] if not registry.startswith("[") else registry
+    listed = {h.strip() for h in os.environ.get("MODELREG_OCI_PLAIN_HTTP", "").split(",")}
+    return host in ("localhost", "::1") or host.startswith("127.") or registry in listed
+
+
+def _basic(registry: str) -> str | None:
+    """``user:password`` base64 for ``registry`` from Docker's config, if it has one."""
+    directory = os.environ.get("DOCKER_CONFIG") or str(Path.home() / ".docker")
+    try:
+        config = json.loads((Path(directory) / "config.json").read_text())
+        auth = config.get("auths", {}).get(registry, {}).get("auth")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return auth if isinstance(auth, str) and auth else None
+
+
+class Client:
+    """The distribution API of one registry (httpx), with Docker-config credentials."""
+
+    def __init__(self, registry: str) -> None:
+        try:
+            import httpx
+        except ImportError:
+            raise Unavailable(
+                "httpx is not installed on this host (pip install 'modelreg[oci]')"
+            ) from None
+        self.registry = registry
+        scheme = "http" if _plain_http(registry) else "https"
+        self.base = f"{scheme}://{registry}"
+        self.http = httpx.Client(timeout=httpx.Timeout(30, read=120), follow_redirects=True)
+        self._token: str | None = None
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = dict(extra or {})
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        elif (basic := _basic(self.registry)) is not None:
+            headers["Authorization"] = f"Basic {basic}"
+        return headers
+
+    def _authenticate(self, challenge: str) -> bool:
+        """The token flow of a ``WWW-Authenticate: Bearer realm=…`` challenge."""
+        if not challenge.lower().startswith("bearer "):
+            return False
+        fields = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+        realm = fields.pop("realm", None)
+        if not realm:
+            return False
+        headers = {}
+        if (basic := _basic(self.registry)) is not None:
+            headers["Authorization"] = f"Basic {basic}"
+        answer = self.http.get(realm, params=fields, headers=headers)
+        if answer.status_code != 200:
+            return False
+        body = answer.json()
+        self._token = body.get("token") or body.get("access_token")
+        return bool(self._token)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        url = path if path.startswith("http") else f"{self.base}{path}"
+        headers = kwargs.pop("headers", None)
+        try:
+            answer = self.http.request(method, url, headers=self._headers(headers), **kwargs)
+            if answer.status_code == 401 and self._authenticate(
+                answer.headers.get("www-authenticate", "")
+            ):
+                answer = self.http.request(method, url, headers=self._headers(headers), **kwargs)
+        except Exception as exc:  # connection refused, TLS, timeout: one line
+            raise Unavailable(f"cannot reach the registry {self.registry}: {_why(exc)}") from None
+        return answer
+
+    def stream(self, path: str, headers: dict[str, str]) -> Any:
+        return self.http.stream("GET", f"{self.base}{path}", headers=self._headers(headers))
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:160]}" if str(exc) else type(exc).__name__
+
+
+def _refusal(answer: Any, what: str) -> Unavailable:
+    try:
+        errors = answer.json().get("errors") or []
+        detail = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors)
+    except (ValueError, AttributeError):
+        detail = ""
+    return Unavailable(
+        f"{what}: the registry answered {answer.status_code}" + (f" ({detail})" if detail else "")
+    )
+
+
+def _blob_chunks(path: Path, progress: Progress) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            if progress:
+                progress(len(chunk))
+            yield chunk
+
+
+@dataclass(frozen=True)
+class PushedFile:
+    path: str
+    bytes: int
+    sha256: str
+    uploaded: bool  # False: the registry had the blob already
+
+
+def push(
+    reference: Reference,
+    files: Sequence[tuple[str, int, str, Path]],
+    annotations: dict[str, str],
+    progress: Progress = None,
+) -> tuple[str, list[PushedFile]]:
+    """Upload each (path, bytes, sha256, local file) as a blob named by its sha256 (the
+    registry refuses bytes that do not hash to it), then the manifest under the tag (or by
+    digest). Returns the manifest's digest and what was uploaded. Raises ``Unavailable``."""
+    client = Client(reference.registry)
+    repo = reference.repository
+    pushed: list[PushedFile] = []
+    try:
+
+        def upload(digest: str, size: int, content: Any) -> bool:
+            head = client.request("HEAD", f"/v2/{repo}/blobs/{digest}")
+            if head.status_code == 200:
+                return False
+            started = client.request("POST", f"/v2/{repo}/blobs/uploads/")
+            if started.status_code != 202 or "location" not in started.headers:
+                raise _refusal(started, f"starting the upload of {digest}")
+            location = started.headers["location"]
+            if not location.startswith("http"):
+                location = f"{client.base}{location}"
+            separator = "&" if "?" in location else "?"
+            done = client.request(
+                "PUT",
+                f"{location}{separator}digest={digest}",
+                content=content,
+                headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)},
+            )
+            if done.status_code != 201:
+                raise _refusal(done, f"uploading {digest}")
+            return True
+
+        upload(EMPTY_DIGEST, len(EMPTY), EMPTY)
+        layers = []
+        for path, size, sha256, local in files:
+            digest = f"sha256:{sha256}"
+            fresh = upload(digest, size, _blob_chunks(local, progress))
+            pushed.append(PushedFile(path, size, sha256, fresh))
+            layers.append(
+                {
+                    "mediaType": LAYER_TYPE,
+                    "digest": digest,
+                    "size": size,
+                    "annotations": {TITLE: path},
+                }
+            )
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_TYPE,
+            "artifactType": ARTIFACT_TYPE,
+            "config": {"mediaType": EMPTY_TYPE, "digest": EMPTY_DIGEST, "size": len(EMPTY)},
+            "layers": layers,
+            "annotations": annotations,
+        }
+        body = json.dumps(manifest, separators=(",", ":"), sort_keys=True).encode()
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        answer = client.request(
+            "PUT",
+            f"/v2/{repo}/manifests/{reference.tag or digest}",
+            content=body,
+            headers={"Content-Type": MANIFEST_TYPE},
+        )
+        if answer.status_code != 201:
+            raise _refusal(answer, "putting the manifest")
+        said = answer.headers.get("docker-content-digest")
+        if said and said != digest:
+            raise Unavailable(f"the registry named the manifest {said}, its bytes are {digest}")
+        return digest, pushed
+    finally:
+        client.close()
+
+
+def _manifest(client: Client, reference: Reference) -> dict[str, Any]:
+    """The manifest by its digest, its sha256 checked against the digest."""
+    assert reference.digest is not None
+    answer = client.request(
+        "GET",
+        f"/v2/{reference.repository}/manifests/{reference.digest}",
+        headers={"Accept": MANIFEST_TYPE},
+    )
+    if answer.status_code == 404:
+        raise Unavailable(f"no manifest {reference.digest} in {reference.repository}")
+    if answer.status_code != 200:
+        raise _refusal(answer, f"reading the manifest {reference.digest}")
+    if "sha256:" + hashlib.sha256(answer.content).hexdigest() != reference.digest:
+        raise Unavailable(f"the manifest's bytes do not hash to {reference.digest}; refused")
+    try:
+        manifest: dict[str, Any] = json.loads(answer.content)
+    except ValueError:
+        raise Unavailable(f"the manifest {reference.digest} is not JSON") from None
+    return manifest
+
+
+def _layers(manifest: dict[str, Any]) -> dict[str, tuple[str, int]]:
+    """path -> (digest, size) of an artifact's layers."""
+    found: dict[str, tuple[str, int]] = {}
+    for layer in manifest.get("layers") or []:
+        if not isinstance(layer, dict):
+            continue
+        title = (layer.get("annotations") or {}).get(TITLE)
+        if isinstance(title, str) and isinstance(layer.get("size"), int):
+            found[title] = (str(layer.get("digest")), layer["size"])
+    return found
+
+
+def has_copy(
+    reference: Reference, files: Sequence[tuple[str, int]], *, cached_only: bool = False
+) -> str | None:
+    """None when the artifact's manifest (its digest checked) lists every file (path, bytes)
+    with that size, else why not (cached ``PRESENCE_TTL_S`` per process; ``download`` checks
+    each sha256)."""
+    key = (reference.url(), tuple(files))
+    now = time.monotonic()
+    cached = _presence.get(key)
+    if cached is not None and now - cached[0] < PRESENCE_TTL_S:
+        return cached[1]
+    if cached_only:
+        raise NotCached(reference.url())
+    problem: str | None = None
+    client: Client | None = None
+    try:
+        client = Client(reference.registry)
+        layers = _layers(_manifest(client, reference))
+        for path, size in files:
+            if path not in layers or layers[path][1] != size:
+                problem = f"{path}: not in the artifact with {size} bytes"
+                break
+    except Unavailable as exc:
+        problem = exc.reason
+    finally:
+        if client is not None:
+            client.close()
+    _presence[key] = (now, problem)
+    return problem
+
+
+def download(
+    reference: Reference, path: str, sha256: str, size: int, part: Path, progress: Progress
+) -> tuple[int, str]:
+    """The blob of ``path`` (named in the artifact by ``sha256``) into ``part``, hashed as it
+    arrives: (bytes, sha256). Raises ``Unavailable`` (nothing kept: a blob starts over)."""
+    client = Client(reference.registry)
+    try:
+        layers = _layers(_manifest(client, reference))
+        if layers.get(path) != (f"sha256:{sha256}", size):
+            raise Unavailable(f"{path}: not in the artifact with sha256 {sha256}")
+        digest = hashlib.sha256()
+        written = 0
+        try:
+            with (
+                client.stream(f"/v2/{reference.repository}/blobs/sha256:{sha256}", {}) as answer,
+                part.open("wb") as fh,
+            ):
+                if answer.status_code != 200:
+                    raise _refusal(answer, f"reading {path}")
+                for chunk in answer.iter_bytes(_CHUNK):
+                    fh.write(chunk)
+                    digest.update(chunk)
+                    written += len(chunk)
+                    if progress:
+                        progress(len(chunk))
+                fh.flush()
+                os.fsync(fh.fileno())
+        except Unavailable:
+            raise
+        except Exception as exc:
+            raise Unavailable(f"{path}: {_why(exc)} at byte {written:,} of {size:,}") from None
+        return written, digest.hexdigest()
+    finally:
+        client.close()
+
+
+def basic_auth(user: str, password: str) -> str:
+    """Docker config's ``auth`` value (tests, docs)."""
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
