@@ -353,3 +353,57 @@ def suite_evidence(suite: Any, answers: dict[str, str]) -> dict[str, Any]:
         for c in suite.cases
     }
     return {"suite_result": evaluate_suite(suite, generations).model_dump(mode="json")}
+
+
+# -- a webhook receiver: a real HTTP server on loopback ------------------------------------
+
+
+class Receiver:
+    """An HTTP server on 127.0.0.1 (a thread) that keeps every POST it gets — (headers,
+    body) — and answers ``status`` after ``delay_s`` (both changeable while it runs)."""
+
+    def __init__(self, status: int = 200, delay_s: float = 0.0, answer: bytes = b"ok") -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.status, self.delay_s, self.answer = status, delay_s, answer
+        self.posts: list[tuple[dict[str, str], bytes]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                import time
+
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                receiver.posts.append((dict(self.headers.items()), body))
+                time.sleep(receiver.delay_s)
+                try:
+                    self.send_response(receiver.status)
+                    self.send_header("Content-Length", str(len(receiver.answer)))
+                    self.end_headers()
+                    self.wfile.write(receiver.answer)
+                except OSError:  # the sender gave up waiting
+                    pass
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/modelreg"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def closed_port_url() -> str:
+    """An http URL on loopback where nothing listens (connection refused)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/hooks"

@@ -6,10 +6,11 @@ runs, suite attach / detach, target redefinition, runtime changes that matter (a
 ``libggml-cpu.so``) and that do not (markupsafe's ``_speedups.so``), promote, hold, release,
 retire, rollback plan / apply / ``--to``, unsigned imported runs, a record's only copy
 vanishing and coming back, suite versions that lower the floor after a failure and a
-releaser's acceptance of them, promotions with an approval record, and community quants
-without a base revision. After every step the invariants are checked against what the API
-says. verify's checks are synthetic; everything after them — fingerprint, the one-off rule,
-the locked write, every decision — is verify's own code (``Registry._record_results``).
+releaser's acceptance of them, promotions with an approval record, community quants
+without a base revision, and webhooks added and removed (their outbox). After every step
+the invariants are checked against what the API says. verify's checks are synthetic;
+everything after them — fingerprint, the one-off rule, the locked write, every decision — is
+verify's own code (``Registry._record_results``).
 
 ``make test`` runs the ``ci`` profile (bounded), ``make check`` the smaller ``check`` one;
 ``HYPOTHESIS_PROFILE=long`` runs longer.
@@ -36,12 +37,14 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from sqlalchemy import text
 
 import modelreg
 from modelreg import host
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
 from modelreg.fingerprint import inference_view, runtime_fingerprint
 from modelreg.schemas.verification import CheckResult, Outcome
+from modelreg.webhooks import EVENTS
 from tests.helpers import add_synthetic, key_pair, stored, suite_evidence, synthetic_bytes
 
 settings.register_profile(
@@ -199,6 +202,10 @@ class RegistryMachine(RuleBasedStateMachine):
         self.community: set[str] = set()  # quantized records without a base revision
         self.next_id = 0
         self.added: list[str] = []
+        # Webhook id -> (its events, the newest event id before it was added, the newest
+        # before it was removed or None): what the outbox must hold for it.
+        self.hooks: dict[int, tuple[frozenset[str], int, int | None]] = {}
+        self._add_hook(frozenset(EVENTS))
 
     def _url(self) -> str:
         if self.backend == "sqlite":
@@ -675,6 +682,47 @@ class RegistryMachine(RuleBasedStateMachine):
         return {f.sha256: self.registry.gate(MODEL, TARGET, f.sha256).passed for f in files}
 
     # -- invariants ---------------------------------------------------------------------------
+
+    def _newest_event_id(self) -> int:
+        with self.registry.store.engine.connect() as connection:
+            return int(connection.execute(text("SELECT coalesce(max(id), 0) FROM events")).scalar())
+
+    def _add_hook(self, kinds: frozenset[str]) -> None:
+        before = self._newest_event_id()
+        hook = self.registry.add_webhook("http://127.0.0.1:9/machine", sorted(kinds)).webhook
+        self.hooks[hook.id] = (kinds, before, None)
+
+    @rule(kinds=st.sets(st.sampled_from(EVENTS), min_size=1), remove=st.booleans())
+    def change_webhooks(self, kinds: set[str], remove: bool) -> None:
+        """A webhook subscribed to some kinds, and (maybe) the oldest live one removed."""
+        self._add_hook(frozenset(kinds))
+        live = [i for i, (_, _, removed) in self.hooks.items() if removed is None]
+        if remove and len(live) > 1:
+            before = self._newest_event_id()
+            assert self.registry.remove_webhook(live[0], why="machine").changed
+            kinds_of, added, _ = self.hooks[live[0]]
+            self.hooks[live[0]] = (kinds_of, added, before)
+
+    @invariant()
+    def every_event_is_in_the_outbox_of_each_hook_live_then(self) -> None:
+        """Invariant (the fleet): each committed event of a kind a webhook is sent has exactly
+        one delivery to each webhook live when it committed, and no delivery exists without its
+        event (a rolled-back step leaves none)."""
+        with self.registry.store.engine.connect() as connection:
+            events = connection.execute(text("SELECT id, kind FROM events")).all()
+            deliveries = Counter(
+                (e, w)
+                for e, w in connection.execute(
+                    text("SELECT event_id, webhook_id FROM webhook_deliveries")
+                ).all()
+            )
+        expected = Counter(
+            (event_id, hook_id)
+            for event_id, kind in events
+            for hook_id, (kinds, added, removed) in self.hooks.items()
+            if kind in kinds and event_id > added and (removed is None or event_id <= removed)
+        )
+        assert deliveries == expected
 
     @invariant()
     def a_community_quant_without_provenance_is_never_deployable(self) -> None:

@@ -1,13 +1,14 @@
-"""The team service's shared state: target definitions and API tokens."""
+"""The team service's shared state: target definitions, API tokens and webhooks."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from modelreg import config
 from modelreg.api.core import Core, _check_why
-from modelreg.api.views import _token_out
+from modelreg.api.views import _token_out, _webhook_out
 from modelreg.errors import (
     InvalidInput,
     NotFound,
@@ -19,7 +20,13 @@ from modelreg.schemas.output import (
     TokenCreateOutput,
     TokenRevokeOutput,
     TokensOutput,
+    WebhookAttemptOut,
+    WebhookCreateOutput,
+    WebhookDeliverOutput,
+    WebhookRemoveOutput,
+    WebhooksOutput,
 )
+from modelreg.webhooks import BACKOFF_S, DEFAULT_EVENTS, MAX_ATTEMPTS, TIMEOUT_S
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
@@ -30,7 +37,7 @@ if TYPE_CHECKING:
 
 
 class Team(Core):
-    """The team service's shared state: target definitions and API tokens."""
+    """The team service's shared state: target definitions, API tokens and webhooks."""
 
     def define_targets(self, path: Path, *, actor: str | None = None) -> TargetsChangeOutput:
         """Share the targets of a YAML file (the targets.yaml format) through the registry:
@@ -167,3 +174,105 @@ class Team(Core):
                 "ask for a new one: modelreg token create NAME --role ROLE",
             )
         return token
+
+    # -- webhooks (modelreg.webhooks: the wire format; registry.hooks: the outbox) ----------
+
+    def add_webhook(
+        self,
+        url: str,
+        events: Sequence[str] = DEFAULT_EVENTS,
+        *,
+        secret: str | None = None,
+        actor: str | None = None,
+    ) -> WebhookCreateOutput:
+        """Send ``events`` (kinds of ``modelreg.webhooks.EVENTS``) to ``url`` from now on, each
+        delivery signed with ``secret`` (a new one when None; it is in this output only)."""
+        from modelreg.registry.hooks import Webhooks
+        from modelreg.webhooks import new_secret, parse_events, parse_secret, parse_url
+
+        the_url, kinds = parse_url(url), parse_events(events)
+        the_secret = new_secret() if secret is None else parse_secret(secret)
+        stored = Webhooks(self.store).add(the_url, kinds, the_secret, actor or config.actor())
+        return WebhookCreateOutput(webhook=_webhook_out(stored), secret=the_secret)
+
+    def webhooks(self, *, include_removed: bool = False) -> WebhooksOutput:
+        """Every webhook (never its secret) with its deliveries by status and the newest
+        attempt."""
+        from modelreg.registry.hooks import Webhooks
+
+        listed = Webhooks(self.store).listed(include_removed)
+        return WebhooksOutput(webhooks=[_webhook_out(h) for h in listed])
+
+    def remove_webhook(
+        self, webhook_id: int, *, why: str | None = None, actor: str | None = None
+    ) -> WebhookRemoveOutput:
+        """Stop sending to a webhook; what it has pending is cancelled (its history kept)."""
+        from modelreg.registry.hooks import Webhooks
+
+        _check_why(why)
+        hooks = Webhooks(self.store)
+        try:
+            changed, cancelled = hooks.remove(webhook_id, actor or config.actor(), why)
+        except LookupError:
+            raise NotFound(
+                f"webhook {webhook_id} not found", "list them with: modelreg webhooks list"
+            ) from None
+        hook = next(h for h in hooks.listed(include_removed=True) if h.id == webhook_id)
+        return WebhookRemoveOutput(webhook=_webhook_out(hook), changed=changed, cancelled=cancelled)
+
+    def deliver_webhooks(
+        self,
+        *,
+        timeout_s: float = TIMEOUT_S,
+        backoff_s: float = BACKOFF_S,
+        max_attempts: int = MAX_ATTEMPTS,
+        limit: int = 50,
+    ) -> WebhookDeliverOutput:
+        """One pass over the outbox: every due delivery (at most ``limit``) is claimed and
+        POSTed once; a failed attempt is due again after a backoff, and given up after
+        ``max_attempts``. Senders in other processes share the outbox (a claimed attempt is
+        nobody else's), and a sender that dies mid-attempt leaves it due once its lease ends."""
+        from modelreg.registry.hooks import Webhooks
+        from modelreg.webhooks import backoff_s as wait_after
+        from modelreg.webhooks import headers_for, payload, post
+
+        if not (0 < timeout_s <= 300 and 0 <= backoff_s <= 3600 and 1 <= max_attempts <= 100):
+            raise InvalidInput(
+                "webhook delivery needs 0 < timeout ≤ 300 s, 0 ≤ backoff ≤ 3600 s and "
+                "1-100 attempts"
+            )
+        hooks = Webhooks(self.store)
+        # A POST is at most a connect, a send and a read, each within the timeout.
+        lease_s = 3 * timeout_s + 30
+        attempts = []
+        for due in hooks.due(limit):
+            if not hooks.claim(due, lease_s):
+                continue  # another sender took it
+            body = payload(due.event, due.delivery_id)
+            headers = headers_for(due.secret, due.event.kind, due.delivery_id, body)
+            sent = post(due.url, body, headers, timeout_s)
+            attempt = due.attempts + 1
+            retry = None
+            if not sent.delivered and attempt < max_attempts:
+                retry = wait_after(attempt, backoff_s)
+            status = hooks.finish(due, sent.status, sent.error, retry)
+            attempts.append(
+                WebhookAttemptOut(
+                    webhook_id=due.webhook_id,
+                    delivery_id=due.delivery_id,
+                    event=due.event.kind,
+                    event_id=due.event.id,
+                    attempt=attempt,
+                    status=status,
+                    http_status=sent.status,
+                    error=sent.error,
+                    retry_in_s=retry,
+                )
+            )
+        return WebhookDeliverOutput(
+            attempts=attempts,
+            delivered=sum(a.status == "delivered" for a in attempts),
+            retrying=sum(a.status == "pending" for a in attempts),
+            failed=sum(a.status == "failed" for a in attempts),
+            pending=hooks.pending(),
+        )

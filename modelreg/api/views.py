@@ -32,12 +32,15 @@ from modelreg.schemas.output import (
     TargetOut,
     TargetsOutput,
     TokenOut,
+    WebhookDeliveryOut,
+    WebhookOut,
 )
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
     # imported: `modelreg inspect` needs no database.
     from modelreg.record import Record
+    from modelreg.registry.hooks import StoredWebhook
     from modelreg.registry.store import (
         Event,
         ForeignRun,
@@ -211,6 +214,32 @@ def _token_out(t: StoredToken) -> TokenOut:
         created_by=t.created_by,
         revoked_at=t.revoked_at,
         revoked_by=t.revoked_by,
+    )
+
+
+def _webhook_out(h: StoredWebhook) -> WebhookOut:
+    from modelreg.urls import redact_url
+
+    last = h.last
+    return WebhookOut(
+        id=h.id,
+        url=redact_url(h.url),
+        events=list(h.events),
+        created_at=h.created_at,
+        created_by=h.created_by,
+        removed_at=h.removed_at,
+        removed_by=h.removed_by,
+        deliveries=dict(sorted(h.counts.items())),
+        last_delivery=None
+        if last is None
+        else WebhookDeliveryOut(
+            event=last.event_kind,
+            status=last.status,
+            attempts=last.attempts,
+            at=last.at,
+            http_status=last.http_status,
+            error=last.error,
+        ),
     )
 
 

@@ -1,4 +1,4 @@
-"""Team commands: serve, token, targets (list, add, remove), locate, fetch."""
+"""Team commands: serve, token, targets (list, add, remove), locate, fetch, push, webhooks."""
 
 from __future__ import annotations
 
@@ -50,6 +50,13 @@ def serve(
     access_log: Annotated[
         bool, typer.Option("--access-log", help="Log every request to stderr.")
     ] = False,
+    webhooks: Annotated[
+        bool,
+        typer.Option(
+            "--webhooks/--no-webhooks",
+            help="Send the webhooks' deliveries from this server (every 2 s).",
+        ),
+    ] = True,
 ) -> int:
     """Serve the registry over HTTP: the JSON API under /api/v1 (OpenAPI at
     /api/v1/openapi.json), the deploy gate, and the dashboard at /. Writes need a token
@@ -65,6 +72,7 @@ def serve(
         max_body_bytes=max_body_bytes,
         targets_file=None,
         threads=threads,
+        webhooks=webhooks,
     )
     run(settings, host, port, announce=say, access_log=access_log, workers=workers)
     return 0
@@ -292,10 +300,9 @@ def fetch(
 ) -> int:
     """Copy RECORD's files into DIR from its locations (file:// on this host, the local
     Hugging Face cache, s3:// with the standard AWS credentials, oci:// by digest), checking
-    every sha256 as
-    the bytes arrive; a mismatch is refused and nothing is left in DIR unless every file
-    matched. An S3 download cut short is resumed by the same fetch again. Exit 1 when some
-    file could not be fetched."""
+    every sha256 as the bytes arrive; a mismatch is refused and nothing is left in DIR unless
+    every file matched. An S3 download cut short is resumed by the same fetch again. Exit 1
+    when some file could not be fetched."""
     from modelreg.cli.render import FetchProgress
 
     shown = FetchProgress(progress.value)
@@ -320,9 +327,137 @@ def fetch(
         out(f"{fetched.to}/{f.path}  sha256:{f.sha256}  from {f.source}")
     say(f"fetched {len(fetched.files)} file(s) of {fetched.record_id} into {fetched.to}")
     return 0
-    for problem in fetched.skipped:
-        say(f"skipped {problem.url}: {problem.reason}")
-    for f in fetched.files:
-        out(f"{fetched.to}/{f.path}  sha256:{f.sha256}  from {f.source}")
-    say(f"fetched {len(fetched.files)} file(s) of {fetched.record_id} into {fetched.to}")
+
+
+# -- webhooks -------------------------------------------------------------------------------
+
+webhooks_app = typer.Typer(
+    help="Webhooks: signed POSTs to a URL when production changes (see README: Webhooks).",
+    no_args_is_help=True,
+)
+app.add_typer(webhooks_app, name="webhooks")
+
+
+@webhooks_app.command("add")
+def webhooks_add(
+    ctx: typer.Context,
+    url: Annotated[str, typer.Argument(help="Where to POST deliveries (http:// or https://).")],
+    events: Annotated[
+        str,
+        typer.Option(
+            "--events",
+            help="Comma-separated event kinds: add, verify, upload-run, promote, rollback, "
+            "hold, release, retire.",
+        ),
+    ] = "promote,rollback,hold,release,retire,verify",
+    json_out: JsonOption = False,
+) -> int:
+    """Send events to URL from now on. Each delivery is signed with a new secret, printed
+    once (stdout): give it to the receiver, which checks X-Modelreg-Signature."""
+    created = registry(ctx).add_webhook(url, [events])
+    if json_out:
+        emit(created)
+        return 0
+    out(created.secret)
+    hook = created.webhook
+    say(
+        f"webhook {hook.id} added: {', '.join(hook.events)} → {hook.url}. The secret above "
+        "signs every delivery and is shown only now. Deliveries are sent by `modelreg serve` "
+        "or `modelreg webhooks deliver --watch`."
+    )
     return 0
+
+
+@webhooks_app.command("list")
+def webhooks_list(
+    ctx: typer.Context,
+    removed: Annotated[bool, typer.Option("--removed", help="Removed webhooks too.")] = False,
+    json_out: JsonOption = False,
+) -> int:
+    """Every webhook (never its secret), its deliveries by status and the newest attempt."""
+    listed = registry(ctx).webhooks(include_removed=removed)
+    if json_out:
+        emit(listed)
+        return 0
+    if not listed.webhooks:
+        say("no webhooks — add one with: modelreg webhooks add URL --events promote,rollback")
+        return 0
+    rows = []
+    for h in listed.webhooks:
+        counts = ", ".join(f"{n} {status}" for status, n in h.deliveries.items()) or "none yet"
+        last = h.last_delivery
+        newest = ""
+        if last is not None:
+            answer = f"HTTP {last.http_status}" if last.http_status else "no answer"
+            newest = f"{last.event} {last.status} ({answer}, attempt {last.attempts})"
+            if last.error and last.status != "delivered":
+                newest += f": {last.error}"
+        state = f"removed {h.removed_at:%Y-%m-%d}" if h.removed_at else "live"
+        rows.append((h.id, h.url, ",".join(h.events), state, counts, newest))
+    print(table(rows, ["id", "url", "events", "state", "deliveries", "last"]))
+    return 0
+
+
+@webhooks_app.command("remove")
+def webhooks_remove(
+    ctx: typer.Context,
+    webhook_id: Annotated[int, typer.Argument(metavar="ID", help="The webhook's id.", min=1)],
+    why: WhyOption = None,
+    json_out: JsonOption = False,
+) -> int:
+    """Stop sending to a webhook; its pending deliveries are cancelled."""
+    removed = registry(ctx).remove_webhook(webhook_id, why=why)
+    if json_out:
+        emit(removed)
+    elif removed.changed:
+        say(f"webhook {webhook_id} removed; {removed.cancelled} pending delivery(ies) cancelled")
+    else:
+        say(f"webhook {webhook_id} was already removed; nothing changed")
+    return 0
+
+
+@webhooks_app.command("deliver")
+def webhooks_deliver(
+    ctx: typer.Context,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep delivering until interrupted.")
+    ] = False,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", min=0.1, max=3600, help="Seconds between passes (--watch)."),
+    ] = 2.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, max=300, help="Seconds per POST.")
+    ] = 10.0,
+    json_out: JsonOption = False,
+) -> int:
+    """Send what the outbox has due: each delivery POSTed once per pass, retried with
+    backoff (5 s, 10 s, 20 s …) and given up after 8 attempts. `modelreg serve` does this by
+    itself; this is for a registry without a server (SQLite, a cron job). Exit 1 when a
+    delivery was given up in this pass."""
+    import time
+
+    reg = registry(ctx)
+    failed = 0
+    while True:
+        passed = reg.deliver_webhooks(timeout_s=timeout)
+        failed += passed.failed
+        if json_out:
+            emit(passed)
+        else:
+            for a in passed.attempts:
+                said = a.error or f"HTTP {a.http_status}"
+                again = f", again in {a.retry_in_s:g} s" if a.retry_in_s is not None else ""
+                say(f"webhook {a.webhook_id} {a.event} #{a.event_id}: {a.status} ({said}){again}")
+            if not watch:
+                say(
+                    f"{passed.delivered} delivered, {passed.retrying} to retry, "
+                    f"{passed.failed} given up; {passed.pending} pending"
+                )
+        if not watch:
+            break
+        try:
+            time.sleep(interval)
+        except KeyboardInterrupt:
+            break
+    return 1 if failed else 0

@@ -1095,15 +1095,18 @@ class Writes(Reads):
         self.session.flush()  # the record first: its files refer to it
         self.session.add_all(rows[1:])
         self.session.flush()
-        self.session.add(
-            event_row(
-                "add",
-                actor,
-                model_id=manifest.model_id,
-                record_id=manifest.record_id,
-                detail={"root": str(root), "hold_reasons": manifest.hold_reasons} | (detail or {}),
-            )
+        added = event_row(
+            "add",
+            actor,
+            model_id=manifest.model_id,
+            record_id=manifest.record_id,
+            detail={"root": str(root), "hold_reasons": manifest.hold_reasons} | (detail or {}),
         )
+        self.session.add(added)
+        self.session.flush()
+        from modelreg.registry.hooks import enqueue
+
+        enqueue(self.session, added)
         record_row = rows[0]
         assert isinstance(record_row, RecordRow)
         return record_of(record_row)
@@ -1318,19 +1321,22 @@ class Writes(Reads):
         why: str | None,
         detail: dict[str, Any] | None = None,
     ) -> None:
-        """An event of this transaction's model (none outside ``Store.locked``)."""
-        self.session.add(
-            event_row(
-                kind,
-                actor,
-                model_id=self.model_id,
-                record_id=record_id,
-                target=target,
-                why=why,
-                detail=detail,
-            )
+        """An event of this transaction's model (none outside ``Store.locked``), with its
+        webhooks' deliveries in the outbox: committed with it or not at all."""
+        from modelreg.registry.hooks import enqueue
+
+        row = event_row(
+            kind,
+            actor,
+            model_id=self.model_id,
+            record_id=record_id,
+            target=target,
+            why=why,
+            detail=detail,
         )
+        self.session.add(row)
         self.session.flush()
+        enqueue(self.session, row)
 
     def define_targets(
         self, specs: dict[str, dict[str, Any]], actor: str, origin: str

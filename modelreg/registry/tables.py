@@ -294,3 +294,46 @@ class GenerationRow(SQLModel, table=True):
 
     name: str = Field(primary_key=True, max_length=32)
     value: int = Field(sa_column=Column(BigInteger(), nullable=False))
+
+
+class WebhookRow(SQLModel, table=True):
+    """A receiver of events (migration 0010): the kinds it is sent and the secret its
+    deliveries are signed with (kept: a signature needs it; never shown after ``webhooks
+    add``). Removed hooks keep their row, so their deliveries keep their history."""
+
+    __tablename__ = "webhooks"
+
+    id: int | None = Field(default=None, primary_key=True)
+    url: str = Field(max_length=2000)
+    events: str = Field(max_length=500)  # comma-separated event kinds
+    secret: str = Field(max_length=200)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    created_by: str = Field(max_length=200)
+    removed_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime(), nullable=True)
+    )
+    removed_by: str | None = Field(default=None, max_length=200)
+
+
+class WebhookDeliveryRow(SQLModel, table=True):
+    """The outbox: one row per (event, subscribed webhook), written in the event's own
+    transaction. A sender claims a due row by moving ``next_attempt_at`` past its lease, so
+    senders in several processes never send one attempt twice; a sender that dies mid-send
+    leaves the row due again when the lease ends (at least once; ``delivery_id`` is stable
+    across attempts for receivers to drop repeats)."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    webhook_id: int = Field(foreign_key="webhooks.id")
+    event_id: int = Field(foreign_key="events.id")
+    delivery_id: str = Field(unique=True, max_length=36)
+    status: str = Field(max_length=16)  # pending, delivered, failed
+    attempts: int = Field(default=0)
+    next_attempt_at: datetime = Field(sa_column=_when())
+    last_attempt_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime(), nullable=True)
+    )
+    last_status: int | None = Field(default=None)
+    last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))

@@ -683,6 +683,72 @@ class TokenRevokeOutput(Output):
     changed: bool
 
 
+class WebhookDeliveryOut(_Out):
+    event: str = Field(description="The event kind this delivery carries.")
+    status: Literal["pending", "delivered", "failed", "cancelled"]
+    attempts: int
+    at: datetime | None = Field(description="When its last attempt was made.")
+    http_status: int | None = Field(description="The receiver's answer (none: no answer).")
+    error: str | None = Field(description="Why the last attempt failed, one line.")
+
+
+class WebhookOut(_Out):
+    id: int
+    url: str = Field(description="Where deliveries are POSTed (secrets in it hidden).")
+    events: list[str]
+    created_at: datetime
+    created_by: str
+    removed_at: datetime | None
+    removed_by: str | None
+    deliveries: dict[str, int] = Field(
+        description="How many deliveries are pending, delivered, failed or cancelled."
+    )
+    last_delivery: WebhookDeliveryOut | None = Field(
+        description="The most recently attempted delivery."
+    )
+
+
+class WebhookCreateOutput(Output):
+    webhook: WebhookOut
+    secret: str = Field(
+        description="Signs every delivery (X-Modelreg-Signature). Shown once; keep it in the "
+        "receiver's secret store."
+    )
+
+
+class WebhooksOutput(Output):
+    webhooks: list[WebhookOut]
+
+
+class WebhookRemoveOutput(Output):
+    webhook: WebhookOut
+    changed: bool
+    cancelled: int = Field(description="Pending deliveries cancelled by this removal.")
+
+
+class WebhookAttemptOut(_Out):
+    webhook_id: int
+    delivery_id: str
+    event: str
+    event_id: int
+    attempt: int
+    status: Literal["delivered", "pending", "failed"] = Field(
+        description="After this attempt: delivered, pending (retried later) or failed (given "
+        "up after the last attempt)."
+    )
+    http_status: int | None
+    error: str | None
+    retry_in_s: float | None
+
+
+class WebhookDeliverOutput(Output):
+    attempts: list[WebhookAttemptOut]
+    delivered: int
+    retrying: int
+    failed: int
+    pending: int = Field(description="Deliveries still pending after this pass (due or not).")
+
+
 class ImportedRunOut(_Out):
     """A run this registry's verify did not produce: imported from an export file or uploaded
     over HTTP. It counts only when the target trusts verifier keys and its signed statement
@@ -782,4 +848,9 @@ COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "upload-run": UploadRunOutput,
     "imported-runs": ImportedRunsOutput,
     "matrix": MatrixOutput,
+    "push": PushOutput,
+    "webhooks-add": WebhookCreateOutput,
+    "webhooks-list": WebhooksOutput,
+    "webhooks-remove": WebhookRemoveOutput,
+    "webhooks-deliver": WebhookDeliverOutput,
 }

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import date
@@ -77,6 +78,9 @@ from modelreg.schemas.output import (
     StatusOutput,
     TargetsOutput,
     UploadRunOutput,
+    WebhookCreateOutput,
+    WebhookRemoveOutput,
+    WebhooksOutput,
 )
 from modelreg.schemas.verification import CheckResult
 from modelreg.server.auth import COOKIE, Caller, authorize, bearer_secret
@@ -111,6 +115,7 @@ class ServerSettings:
     max_body_bytes: int = 16 << 20
     targets_file: Path | None = None
     threads: int = 8  # requests handled at once, per process
+    webhooks: bool = True  # send the webhooks' outbox from a thread of each process
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -202,6 +207,22 @@ class ReasonInput(_In):
 
 class ReleaseInput(_In):
     why: str | None = Field(default=None, max_length=10_000)
+
+
+class WebhookInput(_In):
+    url: str = Field(min_length=1, max_length=2000, description="http:// or https://")
+    events: list[str] = Field(
+        default=["promote", "rollback", "hold", "release", "retire", "verify"],
+        min_length=1,
+        max_length=20,
+        description="Event kinds (modelreg.webhooks.EVENTS).",
+    )
+    secret: str | None = Field(
+        default=None,
+        min_length=16,
+        max_length=200,
+        description="Sign with this secret (else a new one, in the answer only).",
+    )
 
 
 class RollbackInput(_In):
@@ -490,7 +511,7 @@ def create_app(settings: ServerSettings, registry: api.Registry | None = None) -
     return Guard(app, settings.max_body_bytes, settings.threads, writer, fast, metrics)
 
 
-_DECIDE = ("promote", "hold", "release", "retire", "rollback")
+_DECIDE = ("promote", "hold", "release", "retire", "rollback", "webhooks")
 
 
 def _permission_of(path: str) -> Permission:
@@ -842,6 +863,34 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
             authorize(registry, secret, Permission.READ, public_read=settings.public_read)
         return Response(request.app.state.metrics.exposition(), media_type=CONTENT_TYPE)
 
+    @app.get(f"{API}/webhooks", response_model=WebhooksOutput, responses=errors, tags=["admin"])
+    def webhooks(_: Releaser, removed: bool = False) -> Response:
+        """Every webhook (never a secret) with its deliveries by status. Role: releaser."""
+        return json_response(registry.webhooks(include_removed=removed))
+
+    @app.post(
+        f"{API}/webhooks", response_model=WebhookCreateOutput, responses=errors, tags=["admin"]
+    )
+    def add_webhook(who: Releaser, body: WebhookInput) -> Response:
+        """Send events to a URL, each delivery signed with the secret in this answer (shown
+        once). Role: releaser."""
+        created = registry.add_webhook(body.url, body.events, secret=body.secret, actor=who.actor)
+        return json_response(created, status=201)
+
+    @app.delete(
+        f"{API}/webhooks/{{webhook_id}}",
+        response_model=WebhookRemoveOutput,
+        responses=errors,
+        tags=["admin"],
+    )
+    def remove_webhook(
+        who: Releaser,
+        webhook_id: Annotated[int, PathParam(ge=1, le=2**62)],
+        why: OptionalText = None,
+    ) -> Response:
+        """Stop sending to a webhook; its pending deliveries are cancelled. Role: releaser."""
+        return json_response(registry.remove_webhook(webhook_id, why=why, actor=who.actor))
+
     @app.get(f"{API}/targets", response_model=TargetsOutput, responses=errors, tags=["read"])
     def targets(_: Reader) -> Response:
         """Every target, with where it is defined (builtin, registry; local: the server's
@@ -919,6 +968,26 @@ def prime(registry: api.Registry) -> None:
     threading.Thread(target=derive, name="modelreg-prime", daemon=True).start()
 
 
+def start_deliverer(
+    registry: api.Registry, interval_s: float = 2.0, stop: threading.Event | None = None
+) -> threading.Thread:
+    """Send the webhooks' outbox every ``interval_s`` from a daemon thread (every worker
+    process runs one: the outbox's claims keep them from sending an attempt twice). A pass
+    that fails (the database away) is logged and tried again."""
+    stopped = stop or threading.Event()
+
+    def deliver() -> None:
+        while not stopped.wait(interval_s):
+            try:
+                registry.deliver_webhooks()
+            except Exception:
+                log.warning("webhook delivery pass failed", exc_info=True)
+
+    thread = threading.Thread(target=deliver, name="modelreg-webhooks", daemon=True)
+    thread.start()
+    return thread
+
+
 def app_from_environment() -> ASGIApp:
     """The application of a ``--workers`` process: settings from the environment the parent
     set (``MODELREG_SERVE_SETTINGS``, JSON)."""
@@ -931,6 +1000,8 @@ def app_from_environment() -> ASGIApp:
     )
     tune_collector(freeze=True)
     prime(registry)
+    if data.get("webhooks", True):
+        start_deliverer(registry)
     return app
 
 
@@ -951,6 +1022,8 @@ def run(
         registry = api.open(settings.url, targets_file=settings.targets_file)
         config = server_config(create_app(settings, registry), host, port, access_log=access_log)
         prime(registry)
+        if settings.webhooks:
+            start_deliverer(registry)
     else:
         api.open(settings.url, targets_file=settings.targets_file)  # fail here, not in workers
         # /metrics answers every worker's counts: prometheus-client's multiprocess files.
@@ -967,6 +1040,7 @@ def run(
                 "max_body_bytes": settings.max_body_bytes,
                 "targets_file": str(settings.targets_file) if settings.targets_file else None,
                 "threads": settings.threads,
+                "webhooks": settings.webhooks,
             }
         )
         config = server_config(

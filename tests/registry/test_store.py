@@ -330,14 +330,17 @@ def _old_run(engine: Any, record: str) -> None:
 
 
 def test_migration_0006_keeps_0005_data_and_adds_the_team_tables(
-    db_url: str, tmp_path: Path
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from modelreg.registry import hooks
     from tests.helpers import add_synthetic
 
     engine = create_registry_engine(db_url)
     migrate(engine, "0005")
     old = modelreg.Registry(Store(engine), db_url)
-    record = add_synthetic(old, 1, fetchable=False)  # a 0005 database: no locations table
+    with monkeypatch.context() as old_code:
+        old_code.setattr(hooks, "enqueue", lambda session, event: None)  # no outbox in 0005
+        record = add_synthetic(old, 1, fetchable=False)  # a 0005 database: no locations table
     _old_run(engine, record)
     _old_promotion(engine, record)
 

@@ -1,0 +1,275 @@
+"""Webhooks' storage: the hooks and their outbox (migration 0010).
+
+``enqueue`` runs inside the transaction that writes an event (``Writes.event``): the outbox
+rows commit with it or not at all. Sending (``api.team.Team.deliver_webhooks``) claims one
+due row at a time with a conditional UPDATE, so any number of senders (server workers, a
+``webhooks deliver`` loop) share one outbox without sending an attempt twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import update
+from sqlmodel import Session, col, func, select
+
+from modelreg.clock import utcnow
+from modelreg.registry.store import Event, Store, aware, event_row
+from modelreg.registry.tables import EventRow, WebhookDeliveryRow, WebhookRow
+from modelreg.webhooks import EVENTS
+
+PENDING, DELIVERED, FAILED, CANCELLED = "pending", "delivered", "failed", "cancelled"
+
+
+@dataclass(frozen=True)
+class LastDelivery:
+    event_kind: str
+    status: str
+    attempts: int
+    at: datetime | None
+    http_status: int | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class StoredWebhook:
+    id: int
+    url: str
+    events: tuple[str, ...]
+    created_at: datetime
+    created_by: str
+    removed_at: datetime | None
+    removed_by: str | None
+    counts: dict[str, int]  # delivery status -> how many
+    last: LastDelivery | None  # the newest attempted delivery
+
+
+@dataclass(frozen=True)
+class DueDelivery:
+    id: int
+    webhook_id: int
+    delivery_id: str
+    attempts: int
+    url: str
+    secret: str
+    event: Event
+
+
+def enqueue(session: Session, event: EventRow) -> None:
+    """An outbox row for each live webhook sent ``event``'s kind (in its transaction)."""
+    if event.kind not in EVENTS:
+        return
+    assert event.id is not None
+    hooks = session.exec(
+        select(WebhookRow.id, WebhookRow.events).where(col(WebhookRow.removed_at).is_(None))
+    ).all()
+    for hook_id, kinds in hooks:
+        if event.kind in kinds.split(","):
+            assert hook_id is not None
+            session.add(
+                WebhookDeliveryRow(
+                    webhook_id=hook_id,
+                    event_id=event.id,
+                    delivery_id=str(uuid.uuid4()),
+                    status=PENDING,
+                    attempts=0,
+                    next_attempt_at=event.at,
+                )
+            )
+
+
+class Webhooks:
+    """The webhooks of one registry database."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def add(self, url: str, events: tuple[str, ...], secret: str, actor: str) -> StoredWebhook:
+        with self.store.write() as tx:
+            row = WebhookRow(
+                url=url,
+                events=",".join(events),
+                secret=secret,
+                created_at=utcnow(),
+                created_by=actor,
+            )
+            tx.session.add(row)
+            tx.session.flush()
+            detail = {"webhook_id": row.id, "url": _shown(url), "events": list(events)}
+            tx.session.add(event_row("webhook-add", actor, detail=detail))
+            return _stored(row, {}, None)
+
+    def remove(self, hook_id: int, actor: str, why: str | None) -> tuple[bool, int]:
+        """Stop sending to a webhook; its pending deliveries are cancelled. Returns whether
+        this removed it (False: removed before) and how many deliveries it cancelled;
+        ``LookupError`` when there is no such webhook."""
+        with self.store.write() as tx:
+            row = tx.session.get(WebhookRow, hook_id)
+            if row is None:
+                raise LookupError(hook_id)
+            if row.removed_at is not None:
+                return False, 0
+            row.removed_at, row.removed_by = utcnow(), actor
+            tx.session.add(row)
+            d = WebhookDeliveryRow
+            cancelled = tx.session.execute(
+                update(d)
+                .where(col(d.webhook_id) == hook_id, col(d.status) == PENDING)
+                .values(status=CANCELLED, last_error="webhook removed")
+            ).rowcount  # type: ignore[attr-defined]
+            detail = {"webhook_id": hook_id, "url": _shown(row.url), "cancelled": cancelled}
+            tx.session.add(event_row("webhook-remove", actor, why=why, detail=detail))
+            tx.session.flush()
+            return True, int(cancelled)
+
+    def listed(self, include_removed: bool = False) -> list[StoredWebhook]:
+        d = WebhookDeliveryRow
+        with self.store.read() as reads:
+            session = reads.session
+            query = select(WebhookRow).order_by(col(WebhookRow.id))
+            if not include_removed:
+                query = query.where(col(WebhookRow.removed_at).is_(None))
+            rows = session.exec(query).all()
+            counts: dict[int, dict[str, int]] = {}
+            for hook_id, status, n in session.exec(
+                select(d.webhook_id, d.status, func.count()).group_by(
+                    col(d.webhook_id), col(d.status)
+                )
+            ).all():
+                counts.setdefault(hook_id, {})[status] = n
+            hooks = []
+            for row in rows:
+                assert row.id is not None
+                last = session.exec(
+                    select(d, EventRow.kind)
+                    .join(EventRow, col(EventRow.id) == col(d.event_id))
+                    .where(col(d.webhook_id) == row.id, col(d.last_attempt_at).is_not(None))
+                    .order_by(col(d.last_attempt_at).desc(), col(d.id).desc())
+                    .limit(1)
+                ).first()
+                newest = None
+                if last is not None:
+                    delivery, kind = last
+                    newest = LastDelivery(
+                        kind,
+                        delivery.status,
+                        delivery.attempts,
+                        aware(delivery.last_attempt_at) if delivery.last_attempt_at else None,
+                        delivery.last_status,
+                        delivery.last_error,
+                    )
+                hooks.append(_stored(row, counts.get(row.id, {}), newest))
+            return hooks
+
+    def pending(self) -> int:
+        """Deliveries not yet delivered, failed or cancelled (due now or later)."""
+        d = WebhookDeliveryRow
+        with self.store.read() as reads:
+            return int(
+                reads.session.exec(
+                    select(func.count()).select_from(d).where(col(d.status) == PENDING)
+                ).one()
+            )
+
+    def due(self, limit: int = 50) -> list[DueDelivery]:
+        """Pending deliveries whose next attempt is due, oldest event first."""
+        d, w = WebhookDeliveryRow, WebhookRow
+        with self.store.read() as reads:
+            rows = reads.session.exec(
+                select(d, w.url, w.secret, EventRow)
+                .join(w, col(w.id) == col(d.webhook_id))
+                .join(EventRow, col(EventRow.id) == col(d.event_id))
+                .where(col(d.status) == PENDING, col(d.next_attempt_at) <= utcnow())
+                .order_by(col(d.event_id), col(d.id))
+                .limit(limit)
+            ).all()
+            due = []
+            for delivery, url, secret, event in rows:
+                assert delivery.id is not None
+                due.append(
+                    DueDelivery(
+                        delivery.id,
+                        delivery.webhook_id,
+                        delivery.delivery_id,
+                        delivery.attempts,
+                        url,
+                        secret,
+                        Event.from_row(event),
+                    )
+                )
+            return due
+
+    def claim(self, due: DueDelivery, lease_s: float) -> bool:
+        """Take ``due``'s next attempt: True when no other sender took it first. The attempt
+        is counted now; a sender that dies before ``finish`` leaves it due after the lease."""
+        d = WebhookDeliveryRow
+        now = utcnow()
+        with self.store.write() as tx:
+            claimed = tx.session.execute(
+                update(d)
+                .where(
+                    col(d.id) == due.id,
+                    col(d.status) == PENDING,
+                    col(d.attempts) == due.attempts,
+                    col(d.next_attempt_at) <= now,
+                )
+                .values(
+                    attempts=due.attempts + 1,
+                    last_attempt_at=now,
+                    next_attempt_at=now + timedelta(seconds=lease_s),
+                )
+            )
+            return bool(claimed.rowcount == 1)  # type: ignore[attr-defined]
+
+    def finish(
+        self, due: DueDelivery, status: int | None, error: str | None, retry_in_s: float | None
+    ) -> str:
+        """Record a claimed attempt's outcome: delivered, due again in ``retry_in_s`` or (None)
+        failed for good. Returns the delivery's status."""
+        d = WebhookDeliveryRow
+        outcome = DELIVERED if error is None else PENDING if retry_in_s is not None else FAILED
+        values: dict[str, object] = {"status": outcome, "last_status": status, "last_error": error}
+        if retry_in_s is not None:
+            values["next_attempt_at"] = utcnow() + timedelta(seconds=retry_in_s)
+        with self.store.write() as tx:
+            tx.session.execute(
+                update(d)
+                .where(col(d.id) == due.id, col(d.attempts) == due.attempts + 1)
+                .values(**values)
+            )
+        return outcome
+
+    def deliveries_of(self, event_ids: list[int]) -> dict[int, list[tuple[int, str]]]:
+        """event id -> [(webhook id, status)] (what the outbox holds for those events)."""
+        d = WebhookDeliveryRow
+        found: dict[int, list[tuple[int, str]]] = {}
+        with self.store.read() as reads:
+            rows = reads.session.exec(
+                select(d.event_id, d.webhook_id, d.status).where(col(d.event_id).in_(event_ids))
+            ).all()
+        for event_id, hook_id, status in rows:
+            found.setdefault(event_id, []).append((hook_id, status))
+        return found
+
+
+def _shown(url: str) -> str:
+    from modelreg.urls import redact_url
+
+    return redact_url(url)
+
+
+def _stored(row: WebhookRow, counts: dict[str, int], last: LastDelivery | None) -> StoredWebhook:
+    assert row.id is not None
+    return StoredWebhook(
+        row.id,
+        row.url,
+        tuple(k for k in row.events.split(",") if k),
+        aware(row.created_at),
+        row.created_by,
+        aware(row.removed_at) if row.removed_at else None,
+        row.removed_by,
+        counts,
+        last,
+    )
