@@ -15,6 +15,7 @@ from modelreg.rules import (
     RecordState,
 )
 from modelreg.schemas.output import (
+    CardClaimOut,
     CardFinding,
     CardValidateOutput,
     DeployabilityOut,
@@ -328,6 +329,7 @@ def _card_output(
         clean=not report.errors,
         missing=report.missing,
         held=held,
+        checked=report.checked,
         findings=[
             CardFinding(
                 severity=f.severity,
@@ -335,8 +337,14 @@ def _card_output(
                 message=f.message,
                 expected=f.expected,
                 found=f.found,
+                line=f.line,
+                quote=f.quote,
             )
             for f in report.findings
+        ],
+        claims=[
+            CardClaimOut(kind=c.kind, value=c.value, line=c.line, quote=c.quote, where=c.where)
+            for c in report.claims
         ],
     )
 

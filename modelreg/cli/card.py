@@ -52,8 +52,17 @@ def validate(
                 ["severity", "field", "finding"],
             )
         )
-    else:
-        out(f"{path}: no findings")
+    elif report.checked:
+        checked = f"{len(report.claims)} claim(s) checked against {report.record_id}"
+        out(f"{path}: no findings — {checked}")
+    if not report.checked:
+        kinds = sorted({c.kind.replace("_", " ") for c in report.claims})
+        read = f"{len(report.claims)} claim(s) read ({', '.join(kinds)})" if kinds else "no claims"
+        say(
+            f"{path}: nothing to check against — {read}; give --record RECORD to check them "
+            "against a record"
+            + (" (the card's own metadata is consistent)" if not report.findings else "")
+        )
     if report.held and report.record_id is not None:
         say(f"{report.record_id} put on hold: {report.held}")
     return 0 if report.clean else 1

@@ -85,7 +85,14 @@ _FRONT_MATTER_CLOSING = re.compile(r"[\r\n]---(?:\r\n|\n)")
 
 
 def read_card_front_matter(path: Path) -> tuple[dict[str, Any], str]:
-    """(metadata, body) of a model card: its YAML front matter, read where the Hub reads it.
+    """(metadata, body) of a model card (``read_card_parts`` without the body's line)."""
+    meta, body, _ = read_card_parts(path)
+    return meta, body
+
+
+def read_card_parts(path: Path) -> tuple[dict[str, Any], str, int]:
+    """(metadata, body, the file line the body starts on) of a model card: its YAML front
+    matter, read where the Hub reads it.
 
     The front matter is parsed by ``safeyaml``'s loader, so anchors and aliases (alias bombs),
     deep nesting and non-string keys are refused wherever they appear; an unreadable card is
@@ -101,7 +108,7 @@ def read_card_front_matter(path: Path) -> tuple[dict[str, Any], str]:
     opening = _FRONT_MATTER_OPENING.match(text)
     closing = _FRONT_MATTER_CLOSING.search(text, opening.end() - 1) if opening else None
     if opening is None or closing is None:
-        return {}, text
+        return {}, text, 1
     front = text[opening.end() : closing.start()]
     # Blank lines for the ones before it, so YAML errors give the card's own line numbers.
     lines_before = text.count("\n", 0, opening.end())
@@ -110,7 +117,7 @@ def read_card_front_matter(path: Path) -> tuple[dict[str, Any], str]:
         meta = {}
     if not isinstance(meta, dict):
         raise InvalidInput(f"{path}: front matter is not a YAML mapping of field: value")
-    return meta, text[closing.end() :]
+    return meta, text[closing.end() :], text.count("\n", 0, closing.end()) + 1
 
 
 def read_card(path: Path) -> CardFacts:

@@ -517,15 +517,30 @@ class CardFinding(_Out):
     message: str
     expected: Any = None
     found: Any = None
+    line: int | None = Field(default=None, description="The card line of the claim.")
+    quote: str | None = Field(default=None, description="That line, as the card has it.")
+
+
+class CardClaimOut(_Out):
+    kind: str = Field(description="quantization, bits_per_weight, bits, context_length, …")
+    value: str | int | float
+    line: int = Field(description="The card line (0: the front matter).")
+    quote: str
+    where: Literal["front matter", "title", "label", "table", "sentence"]
 
 
 class CardValidateOutput(Output):
     card: str
     record_id: str | None
     clean: bool
+    checked: bool = Field(
+        description="The claims were checked against a record (false: nothing to check "
+        "them against; only the card's own consistency was)."
+    )
     missing: list[str]
     held: str | None = Field(default=None, description="The hold applied (only with --hold).")
     findings: list[CardFinding]
+    claims: list[CardClaimOut] = Field(description="The claims read from the card's body.")
 
 
 class CardRenderOutput(Output):

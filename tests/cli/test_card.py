@@ -138,3 +138,37 @@ def test_unreadable_card_is_exit_2(cli, tmp_path: Path, text: str | bytes) -> No
         path.write_text(text)
     code, out, err = cli("card", "validate", path)
     assert code == 2 and "Traceback" not in err, (out, err)
+
+
+def test_without_a_record_there_is_nothing_to_check_against(cli, tmp_path: Path) -> None:
+    card = _card(
+        tmp_path,
+        "license: apache-2.0\nquantization: Q4_K_M\n",
+        "# SmolLM2 Q4_K_M GGUF\n\nContext length: 32768\n\nAbout 4.5 bits per weight.\n",
+    )
+    code, out, err = cli("card", "validate", card)
+    assert code == 0 and "no findings" not in out + err
+    assert "nothing to check against" in err and "--record RECORD" in err
+    assert "context length" in err and "quantization" in err
+    code, out, _ = cli("card", "validate", card, "--json")
+    report = json.loads(out)
+    assert report["checked"] is False and len(report["claims"]) == 4
+
+
+def test_a_q4_k_m_card_on_a_q4_1_record_is_refused_quoting_its_lines(
+    cli, smollm2: Path, tmp_path: Path
+) -> None:
+    """The new user's card: titled Q4_K_M, 4.5 bits, 32K context — the record is Q4_1,
+    5.74 bits per weight, 8,192 tokens."""
+    record = _record(cli, smollm2, *SMOL_BASE)
+    card = _card(
+        tmp_path,
+        f"license: apache-2.0\nbase_model: {SMOL_ID}\nbase_model_relation: quantized\n"
+        "quantization: Q4_K_M\n",
+        "# SmolLM2-135M-Instruct Q4_K_M GGUF\n\nContext length: 32768\n\nQuantized to 4.5 bits.\n",
+    )
+    code, out, _ = cli("card", "validate", card, "--record", record)
+    assert code == 1
+    assert "card says Q4_K_M, the record is Q4_1 (line 7: # SmolLM2-135M-Instruct Q4_K_M" in out
+    assert "32,768 tokens" in out and "(line 9: Context length: 32768)" in out
+    assert "4.5 bits per weight, the record has 5.74 (line 11:" in out

@@ -1,0 +1,350 @@
+"""The claims a model card's body makes, read from the shapes Hugging Face cards are written
+in: the title, ``Label: value`` lines (bulleted or bold), Markdown tables — a GGUF repo's
+table of quant files, a spec table (``| Context Length | 32,768 |``) — and sentences ("a
+4-bit quantization", "a 32K token context", "released under the MIT license").
+
+Each claim keeps the card line it came from and that line, so that a finding can quote its
+source. Nothing here judges a claim: ``validators.card`` compares them with the record. The
+readers are deliberately narrow — a quant name counts only in the title, a labelled line or a
+quant table's row; a number only beside the words that say what it is — so that prose about
+other models (a comparison table, a KV-cache setting) is not read as a claim about this one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+ClaimKind = Literal[
+    "quantization",
+    "bits_per_weight",
+    "bits",
+    "context_length",
+    "sequence_length",
+    "tp_degree",
+    "batch_size",
+    "parameters",
+    "active_parameters",
+    "license",
+    "base_model",
+]
+Where = Literal["front matter", "title", "label", "table", "sentence"]
+
+# GGUF file-type names (llama.cpp's LlamaFileType without MOSTLY_), longest first so that
+# Q4_K_M is not read as Q4_K.
+QUANT_NAMES = [
+    "F32",
+    "F16",
+    "BF16",
+    "Q4_0",
+    "Q4_1",
+    "Q5_0",
+    "Q5_1",
+    "Q8_0",
+    "Q2_K",
+    "Q2_K_S",
+    "Q3_K_S",
+    "Q3_K_M",
+    "Q3_K_L",
+    "Q4_K_S",
+    "Q4_K_M",
+    "Q5_K_S",
+    "Q5_K_M",
+    "Q6_K",
+    "IQ1_S",
+    "IQ1_M",
+    "IQ2_XXS",
+    "IQ2_XS",
+    "IQ2_S",
+    "IQ2_M",
+    "IQ3_XXS",
+    "IQ3_XS",
+    "IQ3_S",
+    "IQ3_M",
+    "IQ4_NL",
+    "IQ4_XS",
+    "TQ1_0",
+    "TQ2_0",
+    "MXFP4_MOE",
+    "Q1_0",
+]
+QUANT_RE = re.compile(
+    r"(?<![A-Za-z0-9])("
+    + "|".join(sorted(QUANT_NAMES, key=len, reverse=True))
+    + r")(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
+_N = r"(?P<n>\d{1,3}(?:[,_]\d{3})+|\d+(?:\.\d+)?)"
+_SCALE = r"\s*(?P<s>[KMBT]\b|thousand|million|billion|trillion)?"
+_SCALES = {
+    "k": 10**3,
+    "thousand": 10**3,
+    "m": 10**6,
+    "million": 10**6,
+    "b": 10**9,
+    "billion": 10**9,
+    "t": 10**12,
+    "trillion": 10**12,
+}
+_BPW_RE = re.compile(
+    _N + r"\s*(?:bpw|(?:real |effective |average )?bits?[ -]per[ -]weight)\b", re.IGNORECASE
+)
+_BITS_RE = re.compile(r"(?<![\w.])" + _N + r"[ -]?bits?\b(?![ -]per)", re.IGNORECASE)
+_CONTEXT_SENTENCE_RE = re.compile(
+    _N + r"\s*(?P<s>[Kk]\b)?(?:[ -]?tokens?)?[ -](?:token[ -])?context\b", re.IGNORECASE
+)
+_PARAMS_SENTENCE_RE = re.compile(
+    _N
+    + _SCALE
+    + r"\s*(?:(?P<active>active|activated)|(?P<total>total))?\s*(?:parameters?|params)\b",
+    re.IGNORECASE,
+)
+_SIZE_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*[MBT]\b")
+_TP_SENTENCE_RE = re.compile(
+    r"\b(?:tp|tp_degree|tensor[ -]parallel(?:ism)?(?: degree)?(?: of)?)\s*[=:]?\s*(?P<n>\d+)\b",
+    re.IGNORECASE,
+)
+_SEQ_SENTENCE_RE = re.compile(
+    r"\b(?:sequence[ _-]length|seq_len)(?: of)?\s*[=:]?\s*" + _N, re.IGNORECASE
+)
+_LABEL_LINE_RE = re.compile(r"^\s*(?:[-*+]\s+)?(?P<label>[A-Za-z][^:|]{1,60}?)\s*:\s+(?P<v>.+)$")
+_MODEL_ID_RE = re.compile(
+    r"(?:huggingface\.co/)?(?P<id>[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95})"
+)
+_BASE_SENTENCE_RE = re.compile(
+    r"\b(?:quanti[sz]ed (?:version )?(?:from|of)|quanti[sz]ations? of|"
+    r"GGUF (?:version |quants? |conversion )?of|converted from|compiled from)\b",
+    re.IGNORECASE,
+)
+_LICENSE_SENTENCE_RE = re.compile(
+    r"\b(?:licen[sc]ed under|released under|available under)\s+(?:the\s+)?"
+    r"(?P<name>[A-Za-z][\w .-]{0,40}?)\s+licen[sc]e\b",
+    re.IGNORECASE,
+)
+# How people name the common licenses in prose -> the Hub's id.
+LICENSE_NAMES = {
+    "apache 2.0": "apache-2.0",
+    "apache-2.0": "apache-2.0",
+    "apache license 2.0": "apache-2.0",
+    "apache license, version 2.0": "apache-2.0",
+    "mit": "mit",
+    "gemma": "gemma",
+    "llama 2": "llama2",
+    "llama 3": "llama3",
+    "llama 3.1": "llama3.1",
+    "llama 3.2": "llama3.2",
+    "cc by 4.0": "cc-by-4.0",
+    "cc-by-4.0": "cc-by-4.0",
+    "bsd 3-clause": "bsd-3-clause",
+    "gpl-3.0": "gpl-3.0",
+}
+_LABELS: dict[str, ClaimKind] = {
+    "context length": "context_length",
+    "context window": "context_length",
+    "context size": "context_length",
+    "context": "context_length",
+    "max context": "context_length",
+    "maximum context length": "context_length",
+    "max context length": "context_length",
+    "context_length": "context_length",
+    "max_position_embeddings": "context_length",
+    "sequence length": "sequence_length",
+    "max sequence length": "sequence_length",
+    "seq_len": "sequence_length",
+    "sequence_length": "sequence_length",
+    "tensor parallel degree": "tp_degree",
+    "tensor parallelism": "tp_degree",
+    "tensor parallel": "tp_degree",
+    "tp degree": "tp_degree",
+    "tp_degree": "tp_degree",
+    "batch size": "batch_size",
+    "batch_size": "batch_size",
+    "number of parameters": "parameters",
+    "parameters": "parameters",
+    "total parameters": "parameters",
+    "params": "parameters",
+    "model size": "parameters",
+    "active parameters": "active_parameters",
+    "activated parameters": "active_parameters",
+    "number of activated parameters": "active_parameters",
+    "number of active parameters": "active_parameters",
+    "quantization": "quantization",
+    "quantisation": "quantization",
+    "quant": "quantization",
+    "quant type": "quantization",
+    "quantization type": "quantization",
+    "quantization method": "quantization",
+    "license": "license",
+    "licence": "license",
+    "base model": "base_model",
+    "original model": "base_model",
+    "quantized from": "base_model",
+    "compiled from": "base_model",
+}
+_COUNTS = {"context_length", "sequence_length", "tp_degree", "batch_size"}
+_PARAMS = {"parameters", "active_parameters"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    kind: ClaimKind
+    value: str | int | float
+    line: int  # in the card file, 1-based (0: the front matter as a whole)
+    quote: str  # that line, stripped and bounded
+    where: Where
+    row: tuple[str, ...] = ()  # a quant table row's cells (its file name among them)
+
+
+Add = Callable[..., None]
+
+
+def number(text: str, scale: str | None = None) -> float:
+    return float(text.replace(",", "").replace("_", "")) * _SCALES.get((scale or "").lower(), 1)
+
+
+def _tokens(n: str, k: str | None) -> int:
+    """A token count: "32K" of context is 32,768."""
+    return int(number(n)) * (1024 if k else 1)
+
+
+def license_id(text: str) -> str | None:
+    """The Hub license id a card's words name (None: not one this knows)."""
+    words = re.split(r"\s*[(\[]", text.strip().strip(".").lower(), maxsplit=1)[0].strip()
+    from modelreg.schemas.licenses import KNOWN_LICENSES
+
+    if words in KNOWN_LICENSES:
+        return words
+    return LICENSE_NAMES.get(words.removesuffix(" license").removeprefix("the "))
+
+
+def read_claims(body: str, first_line: int = 1) -> list[Claim]:
+    """The claims of a card's body (``first_line``: the card line the body starts on)."""
+    lines = body.split("\n")
+    tables = _tables(lines)
+    claims: list[Claim] = []
+    title_seen = False
+
+    def add(
+        kind: ClaimKind, value: str | int | float, i: int, where: Where, row: Sequence[str] = ()
+    ) -> None:
+        quote = lines[i].strip()[:200]
+        claims.append(Claim(kind, value, first_line + i, quote, where, tuple(row)))
+
+    for i, line in enumerate(lines):
+        text = _plain(line)
+        if not text.strip():
+            continue
+        if i in tables:
+            _table_row(*tables[i], i, add)
+            continue
+        if line.lstrip().startswith("|"):
+            continue  # a table's header or rule
+        if line.startswith("# ") and not title_seen:
+            title_seen = True
+            for q in QUANT_RE.finditer(text):
+                add("quantization", q.group(1).upper(), i, "title")
+            continue
+        label = _LABEL_LINE_RE.match(text)
+        if label and _labelled(label.group("label"), label.group("v"), i, add):
+            continue
+        _sentence(text, i, add)
+    return claims
+
+
+def _plain(line: str) -> str:
+    """A line without Markdown emphasis and code marks, links as their text and target."""
+    line = re.sub(r"\[([^\]]*)\]\(([^)]*)\)", lambda m: f"{m.group(1)} {m.group(2)}", line)
+    return re.sub(r"\*\*|__|`", "", line).replace("\\", "")
+
+
+def _tables(lines: list[str]) -> dict[int, tuple[list[str], list[str]]]:
+    """line index -> (header cells, cells) for every body row of a Markdown table."""
+    rows: dict[int, tuple[list[str], list[str]]] = {}
+    header: list[str] | None = None
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in stripped.strip("|").split("|")]
+        if i > 0 and all(re.fullmatch(r":?-{3,}:?", c) for c in cells if c):
+            header = [c.strip().lower() for c in lines[i - 1].strip().strip("|").split("|")]
+        elif header is not None:
+            rows[i] = (header, cells)
+    return rows
+
+
+def _labelled(label: str, value: str, i: int, add: Add, where: Where = "label") -> bool:
+    """A ``Label: value`` line or spec-table row; True when the label was one this reads."""
+    kind = _LABELS.get(re.sub(r"\s+", " ", label.strip().strip("*_ ").lower()))
+    if kind is None:
+        return False
+    if kind in _COUNTS:
+        m = re.search(_N + r"\s*(?P<s>[Kk]\b)?", value)
+        if m:
+            add(kind, _tokens(m.group("n"), m.group("s")), i, where)
+    elif kind in _PARAMS:
+        m = re.search(_N + _SCALE, value)
+        if m:
+            add(kind, int(number(m.group("n"), m.group("s"))), i, where)
+    elif kind == "quantization":
+        for q in QUANT_RE.finditer(value):
+            add(kind, q.group(1).upper(), i, where)
+    elif kind == "license":
+        found = license_id(value)
+        if found:
+            add(kind, found, i, where)
+    elif kind == "base_model":
+        m = _MODEL_ID_RE.search(value)
+        if m:
+            add(kind, m.group("id").rstrip(".),"), i, where)
+    return True
+
+
+def _table_row(header: list[str], cells: list[str], i: int, add: Add) -> None:
+    """A quant table's row — a GGUF repo's list of files: a ``.gguf`` file name, its quant
+    type, size, bits — or a spec table's (``| Context Length | 32,768 |``)."""
+    plain = [_plain(c).strip() for c in cells]
+    if not any(".gguf" in c.lower() for c in plain):
+        if len(plain) >= 2 and not any("tensor" in h for h in header):
+            _labelled(plain[0], plain[1], i, add, "table")
+        return
+    named = [c.upper() for c in plain if QUANT_RE.fullmatch(c)]
+    in_text = [q.group(1).upper() for c in plain for q in QUANT_RE.finditer(c)]
+    quant = (named or in_text or [None])[0]
+    if quant is None:
+        return
+    add("quantization", quant, i, "table", plain)
+    for h, c in zip(header, plain, strict=False):
+        if ("bit" in h or "bpw" in h) and (m := re.search(r"\d+(?:\.\d+)?", c)):
+            add("bits_per_weight", float(m.group(0)), i, "table", plain)
+
+
+def _sentence(text: str, i: int, add: Add) -> None:
+    for m in _BPW_RE.finditer(text):
+        add("bits_per_weight", number(m.group("n")), i, "sentence")
+    for m in _BITS_RE.finditer(text):
+        add("bits", number(m.group("n")), i, "sentence")
+    for m in _CONTEXT_SENTENCE_RE.finditer(text):
+        add("context_length", _tokens(m.group("n"), m.group("s")), i, "sentence")
+    for m in _SEQ_SENTENCE_RE.finditer(text):
+        add("sequence_length", int(number(m.group("n"))), i, "sentence")
+    for m in _TP_SENTENCE_RE.finditer(text):
+        add("tp_degree", int(m.group("n")), i, "sentence")
+    # "three sizes: 135M, 360M and 1.7B parameters" is a family, not this model: with more
+    # than one size on the line, only a count called total or active is a claim.
+    family = len(_SIZE_RE.findall(text)) > 1
+    for m in _PARAMS_SENTENCE_RE.finditer(text):
+        if family and not (m.group("active") or m.group("total")):
+            continue
+        kind = "active_parameters" if m.group("active") else "parameters"
+        add(kind, int(number(m.group("n"), m.group("s"))), i, "sentence")
+    licensed = _LICENSE_SENTENCE_RE.search(text)
+    if licensed and (found := license_id(licensed.group("name"))):
+        add("license", found, i, "sentence")
+    based = _BASE_SENTENCE_RE.search(text)
+    named = _MODEL_ID_RE.search(text, based.end()) if based else None
+    if named:
+        add("base_model", named.group("id").rstrip(".),"), i, "sentence")
