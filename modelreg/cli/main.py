@@ -9,6 +9,7 @@ an error is a JSON object on stdout too. Tracebacks only with ``MODELREG_DEBUG=1
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import traceback
 from typing import TYPE_CHECKING, Annotated
@@ -26,7 +27,8 @@ app = typer.Typer(
     name="modelreg",
     help="Artifact manifest registry and model-card validator for LLM builds.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=False,  # `modelreg completion SHELL` instead: no shell detection at start-up
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -56,9 +58,44 @@ def registry(ctx: typer.Context) -> Registry:
     return open_registry(ctx.obj.get("db") if ctx.obj else None)
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from modelreg import __version__
+
+        sys.stdout.write(f"modelreg {__version__}\n")
+        raise typer.Exit()
+
+
 @app.callback()
-def _global(ctx: typer.Context, db: DbOption = None) -> None:
+def _global(
+    ctx: typer.Context,
+    db: DbOption = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_show_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     ctx.obj = {"db": db}
+
+
+@app.command()
+def completion(
+    shell: Annotated[str, typer.Argument(help="bash, zsh or fish.")],
+) -> int:
+    """Print the shell completion script: eval "$(modelreg completion bash)" in ~/.bashrc,
+    or save it where your shell loads completions."""
+    from typer._completion_shared import get_completion_script
+
+    if shell not in ("bash", "zsh", "fish"):
+        raise InvalidInput(f"no completion for shell {shell[:40]!r}", "give bash, zsh or fish")
+    # typer's script: its completion classes (main() loads them when the shell asks) answer.
+    script = get_completion_script(
+        prog_name="modelreg", complete_var="_MODELREG_COMPLETE", shell=shell
+    )
+    sys.stdout.write(script if script.endswith("\n") else script + "\n")
+    return 0
 
 
 def _redacted(text: str) -> str:
@@ -101,6 +138,8 @@ FLAGS = {
     "compile_host": "--compile-host",
     "effective_params": "--effective-params",
     "effective_source": "--effective-source",
+    "since": "--since",
+    "limit": "--limit",
 }
 
 
@@ -135,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
     args = sys.argv[1:] if argv is None else argv
     tune_collector()
+    if "_MODELREG_COMPLETE" in os.environ:  # the shell asking for completions
+        from typer._completion_classes import completion_init
+
+        completion_init()
     json_out = "--json" in args
     if any("\x00" in arg for arg in args):  # the OS cannot pass one; a library caller can
         if json_out:

@@ -62,7 +62,7 @@ from modelreg.rules import (
     RecordStateKind,
     StoredRun,
 )
-from modelreg.schemas.manifest import Manifest
+from modelreg.schemas.manifest import MODEL_ID_RE, Manifest
 from modelreg.schemas.verification import CheckResult, Outcome
 
 ADD_RETRIES = 5
@@ -613,6 +613,12 @@ class Reads:
 
     def record(self, ref: str) -> Record:
         """A record by id or unique id prefix (``r_3f2a`` or ``3f2a``)."""
+        if "/" in ref and MODEL_ID_RE.match(ref.strip()):
+            shown = ref.strip()[:200]
+            raise InvalidInput(
+                f"{shown!r} is a model id; a record id is r_ and 12 hex digits (or a prefix)",
+                f"list the model's records: modelreg list --model {shown}",
+            )
         ref = check_length("record reference", ref.strip(), RECORD_REF_MAX)
         prefix = ref if ref.startswith("r_") else f"r_{ref}"
         if len(prefix) < 6:

@@ -817,9 +817,17 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         return json_response(registry.retire(record_ref(record_id), body.why, actor=who.actor))
 
     @app.get(f"{API}/history", response_model=HistoryOutput, responses=errors, tags=["read"])
-    def history(_: Reader, model: Text) -> Response:
-        """Adds, verifications, promotions, rollbacks, holds of a model, in commit order."""
-        return json_response(registry.history(model))
+    def history(
+        _: Reader,
+        model: Text,
+        limit: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+        since: Annotated[str | None, Query(min_length=1, max_length=60)] = None,
+        target: OptionalText = None,
+    ) -> Response:
+        """Adds, verifications, promotions, rollbacks, holds of a model, in commit order
+        (``limit``: the newest N; ``since``: an ISO 8601 date or time, or an age as 12h or 7d;
+        ``target``: only events on it and those of no target)."""
+        return json_response(registry.history(model, limit=limit, since=since, target=target))
 
     @app.get(f"{API}/diff", response_model=DiffOutput, responses=errors, tags=["read"])
     def diff(_: Reader, a: Text, b: Text) -> Response:

@@ -68,7 +68,13 @@ def run_checks(
                 ctx.options.llama_child_argv, memory_limit_bytes=ctx.options.memory_limit_bytes
             )
         ctx.warm_llama_child = warm_llama_child
-        runtime = pool.submit(_ask_llama, ctx) if loads_llama else None
+        runtime = None
+        if loads_llama:
+            from modelreg.validators.smoke import smoke_suite
+
+            # Said here, before any check can start in the pool: the child is loading now.
+            reporter.runtime_started("llama.cpp", len(smoke_suite(ctx).cases))
+            runtime = pool.submit(_ask_llama, ctx)
         background = {
             name: pool.submit(_run_check, name, ctx)
             for name in names
@@ -102,9 +108,7 @@ def _ask_llama(ctx: CheckContext) -> None:
     """Send the llama.cpp child its request and wait for its report (kept in ``ctx.llama``
     for the checks that read it)."""
     from modelreg.validators.llama_runtime import llama_report
-    from modelreg.validators.smoke import smoke_suite
 
-    ctx.progress.runtime_started("llama.cpp", len(smoke_suite(ctx).cases))
     report = llama_report(ctx)
     ctx.progress.runtime_answered("llama.cpp", report.status)
 

@@ -1,0 +1,78 @@
+"""The CLI conventions people expect: --version, -h, shell completion, messages that say what
+to type instead, history's filters."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import modelreg
+from tests.helpers import add_synthetic, record_run
+
+
+def test_version_and_short_help(cli) -> None:
+    code, out, _ = cli("--version")
+    assert (code, out) == (0, f"modelreg {modelreg.__version__}\n")
+    code, out, _ = cli("-h")
+    assert code == 0 and out.startswith("Usage: modelreg") and "webhooks" in out
+    code, out, _ = cli("history", "-h")
+    assert code == 0 and "--since" in out and "--limit" in out
+
+
+def test_completion_scripts_complete_commands_in_a_real_shell() -> None:
+    modelreg_bin = os.path.join(os.path.dirname(sys.executable), "modelreg")
+    script = subprocess.run(
+        [modelreg_bin, "completion", "bash"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "_MODELREG_COMPLETE=complete_bash" in script
+    probe = (
+        f"{script}\nCOMP_WORDS=(modelreg webhooks a); COMP_CWORD=2; "
+        f'_modelreg_completion {modelreg_bin}; echo "${{COMPREPLY[@]}}"'
+    )
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["add"]
+    for shell in ("zsh", "fish"):
+        assert (
+            subprocess.run([modelreg_bin, "completion", shell], capture_output=True).returncode == 0
+        )
+    bad = subprocess.run([modelreg_bin, "completion", "tcsh"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr == (
+        "error: no completion for shell 'tcsh' — give bash, zsh or fish\n"
+    )
+
+
+def test_show_of_a_model_id_says_what_to_type(cli) -> None:
+    code, _, err = cli("show", "HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert code == 2 and err == (
+        "error: 'HuggingFaceTB/SmolLM2-135M-Instruct' is a model id; a record id is r_ and 12 "
+        "hex digits (or a prefix) — list the model's records: modelreg list --model "
+        "HuggingFaceTB/SmolLM2-135M-Instruct\n"
+    )
+
+
+def test_history_filters_by_count_time_and_target(cli) -> None:
+    registry = modelreg.open()
+    r1, r2 = add_synthetic(registry, 1), add_synthetic(registry, 2)
+    record_run(registry, r1)
+    record_run(registry, r2, "inf2.xlarge")
+    registry.hold(r2, "audit")
+    code, out, _ = cli("history", "rules/alpha", "--json")
+    kinds = [e["kind"] for e in json.loads(out)["events"]]
+    assert code == 0 and kinds.count("add") == 2 and kinds[-1] == "hold"
+
+    code, out, _ = cli("history", "rules/alpha", "--limit", "2", "--json")
+    assert [e["kind"] for e in json.loads(out)["events"]] == kinds[-2:]
+    code, out, _ = cli("history", "rules/alpha", "--target", "cpu", "--json")
+    targets = {e["target"] for e in json.loads(out)["events"]}
+    assert targets == {None, "cpu"}
+    code, out, _ = cli("history", "rules/alpha", "--since", "1h", "--json")
+    assert [e["kind"] for e in json.loads(out)["events"]] == kinds
+    code, out, _ = cli("history", "rules/alpha", "--since", "2999-01-01", "--json")
+    assert json.loads(out)["events"] == []
+    code, out, err = cli("history", "rules/alpha", "--since", "last tuesday")
+    assert (code, out) == (2, "") and err == (
+        "error: --since 'last tuesday' is not a date, a time or an age — e.g. 2026-11-30, "
+        "2026-11-30T09:00Z, 12h or 7d\n"
+    )
