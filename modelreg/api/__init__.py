@@ -121,7 +121,20 @@ def _database_error(exc: Any, url: str) -> Exception:
 
 class Registry(Records, Verify, Deploy, Status, Team):
     """The registry, as a library: every operation the CLI and the HTTP server offer. Each
-    concern is a module of this package; this class only puts them together."""
+    concern is a module of this package; this class only puts them together.
+
+    ``with modelreg.open() as registry:`` closes its database connections at the end
+    (``close()``: the same, by hand)."""
+
+    def close(self) -> None:
+        """Close the registry's database connections (a later call opens new ones)."""
+        self.store.engine.dispose()
+
+    def __enter__(self) -> Registry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def redact(url: str) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from modelreg import rules
 from modelreg.api.derived import Derived
 from modelreg.api.judging import Assessment, Judge
-from modelreg.api.offline import inspect
+from modelreg.api.offline import ManifestOptions, inspect, known_options
 from modelreg.api.views import targets_output
 from modelreg.errors import (
     InvalidInput,
@@ -174,8 +174,11 @@ class Core:
             )
         raise ModelNotFound(model_id, known)
 
-    def inspect(self, paths: Sequence[str | Path], **options: Any) -> InspectOutput:
+    def inspect(
+        self, paths: Sequence[str | Path], **options: Unpack[ManifestOptions]
+    ) -> InspectOutput:
         """The manifest ``add`` would record (see ``modelreg.inspect``)."""
+        known_options("inspect", options, ManifestOptions)
         built = inspect(paths, **options)
         return InspectOutput(
             record_id=built.manifest.record_id, manifest=built.manifest.model_dump(mode="json")

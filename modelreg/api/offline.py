@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from modelreg.api.judging import load_suite_ref
 from modelreg.api.views import _card_output, _suite_output, targets_output
@@ -30,6 +30,46 @@ if TYPE_CHECKING:
     from modelreg.record import Record
     from modelreg.schemas.manifest import HostRun, Manifest
     from modelreg.targets import Target
+
+
+class ManifestOptions(TypedDict, total=False):
+    """The keyword options of ``inspect`` (and of ``Registry.add`` / ``Registry.inspect``)."""
+
+    model_id: str | None
+    source: str | None
+    license_id: str | None
+    prompts: Sequence[str]
+    expect: str
+    recipe: Path | None
+    effective_params: int | None
+    effective_source: str | None
+    base_model: str | None
+    total_params: int | None
+    active_params: int | None
+    params_source: str | None
+    compile_host: HostRun | None
+    deploy_host: HostRun | None
+    trust_cache: bool
+    progress: Any
+
+
+class FitOptions(TypedDict, total=False):
+    """The what-ifs of ``fit`` (``Registry.fit``): left out, the target's serving
+    configuration decides them."""
+
+    context: int | None
+    concurrency: int | None
+    kv_dtype: str | None
+    overhead: float
+    headroom: float
+
+
+def known_options(function: str, given: Mapping[str, object], kind: type) -> None:
+    """A keyword a caller misspelled is refused by the function it called (not by the one it
+    forwards to), as Python words it."""
+    for name in given:
+        if name not in kind.__annotations__:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
 
 
 def inspect(
@@ -130,13 +170,19 @@ def diff(name_a: str, a: Manifest, name_b: str, b: Manifest) -> DiffOutput:
 
 
 def fit(
-    name: str, manifest: Manifest, target: Target, *, compile_host: bool = False, **options: Any
+    name: str,
+    manifest: Manifest,
+    target: Target,
+    *,
+    compile_host: bool = False,
+    **options: Unpack[FitOptions],
 ) -> FitOutput:
     """Weights + KV cache + overhead against ``target``'s memory (Neuron bundles: every
     parameter group resident per NeuronCore under the tp degree, and host RAM apart; each
     recorded layout variant too). ``compile_host``: can ``target`` compile the bundle?"""
     from modelreg.manifests.fit_report import compile_host_report, fit_report
 
+    known_options("fit", options, FitOptions)
     if compile_host:
         if manifest.neuron is None:
             raise InvalidInput(f"{name} is not a Neuron bundle: `compile_host` applies to bundles")

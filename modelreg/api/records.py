@@ -8,12 +8,20 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from modelreg import config, rules
 from modelreg.api.core import _only_stale, _write_private
 from modelreg.api.deploy import Deploy
-from modelreg.api.offline import diff, fit, inspect, signed_run_problem_for
+from modelreg.api.offline import (
+    FitOptions,
+    ManifestOptions,
+    diff,
+    fit,
+    inspect,
+    known_options,
+    signed_run_problem_for,
+)
 from modelreg.api.views import (
     _bits_per_weight,
     _card_output,
@@ -75,7 +83,7 @@ class Records(Deploy):
         signature: Path | None = None,
         actor: str | None = None,
         locations: Sequence[str] = (),
-        **options: Any,
+        **options: Unpack[ManifestOptions],
     ) -> AddOutput:
         """Record an artifact (idempotent: the same facts are the same record). Options are
         those of ``modelreg.inspect``.
@@ -91,6 +99,7 @@ class Records(Deploy):
         from modelreg.textsafe import for_terminal
         from modelreg.validators.signature import covered
 
+        known_options("add", options, ManifestOptions)
         for path in paths:  # a record's paths are text: refuse before hashing
             if text_problem(str(path)) is not None:
                 raise InvalidInput(
@@ -289,13 +298,16 @@ class Records(Deploy):
         """What changed from A to B (records or manifest files)."""
         return diff(*self.manifest_of(a), *self.manifest_of(b))
 
-    def fit(self, ref: str, target: str, **options: Any) -> FitOutput:
+    def fit(
+        self, ref: str, target: str, *, compile_host: bool = False, **options: Unpack[FitOptions]
+    ) -> FitOutput:
         """Will the record (or manifest file) fit ``target``'s memory? (``compile_host=True``:
         can ``target`` compile this Neuron bundle?) For a record verified there, the runtime's
         measured peak RSS is shown beside the estimate."""
+        known_options("fit", options, FitOptions)
         name, manifest = self.manifest_of(ref)
-        report = fit(name, manifest, self.target(target), **options)
-        if name.startswith("r_") and not options.get("compile_host"):
+        report = fit(name, manifest, self.target(target), compile_host=compile_host, **options)
+        if name.startswith("r_") and not compile_host:
             measured = self._measured_peak(name, target)
             if measured is not None:
                 from modelreg.manifests.fit_report import measured_line

@@ -78,8 +78,8 @@ class Verify(Core):
         reference: str | None = None,
         sign_key: Path | None = None,
         actor: str | None = None,
-        warm_llama_child: RuntimeChild | None = None,
         progress: ProgressCallback | None = None,
+        _warm_llama_child: RuntimeChild | None = None,
     ) -> VerifyOutput:
         """Run the record's required checks on ``target``, store every result with its
         evidence and fingerprint, and say whether it is now deployable there.
@@ -91,7 +91,8 @@ class Verify(Core):
         ``reference``: a record of the same tokenizer to measure agreement against (greedy
         top-1 and mean KL over a fixed text), judged by the suite's agreement thresholds.
         ``sign_key`` (or ``$MODELREG_SIGNING_KEY``): sign the run as an in-toto statement.
-        ``warm_llama_child``: a llama.cpp child started early (see the CLI); used or killed.
+        (``_warm_llama_child``, internal: a llama.cpp child the CLI started early; used or
+        killed.)
         ``progress``: called with a ``modelreg.progress.ProgressEvent`` as each check starts
         and ends (and per suite case where one is observable); None: silent.
 
@@ -129,8 +130,8 @@ class Verify(Core):
                 record, the_target, options, suite, attached, reference_record, sign_key
             )
         except BaseException:
-            if warm_llama_child is not None:
-                warm_llama_child.discard()
+            if _warm_llama_child is not None:
+                _warm_llama_child.discard()
             raise
         import time
 
@@ -140,7 +141,7 @@ class Verify(Core):
         verdict = "error"
         try:
             done = self._verify(
-                record, the_target, files, plan, signatures, actor, warm_llama_child, watcher
+                record, the_target, files, plan, signatures, actor, _warm_llama_child, watcher
             )
             verdict = "deployable" if done.deployability.deployable else "not_deployable"
             return done

@@ -204,7 +204,7 @@ def verify(
         return 0 if all(r.deployability.deployable for r in reports.runs) else 1
 
     # The one import past the API: the llama.cpp child is started before the API is imported
-    # (~0.2 s), the API receives it (``warm_llama_child``) and uses or kills it.
+    # (~0.2 s), the API receives it (``_warm_llama_child``) and uses or kills it.
     from modelreg.validators.child import RuntimeChild
     from modelreg.validators.llama_child import CHILD_ARGV
 
@@ -225,7 +225,7 @@ def verify(
             suite=suite,
             reference=reference,
             sign_key=sign_key,
-            warm_llama_child=warm,
+            _warm_llama_child=warm,
             progress=progress_printer(progress),
         )
     finally:
