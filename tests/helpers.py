@@ -249,9 +249,11 @@ def record_run(
     target: str = "cpu",
     outcomes: dict[str, str] | None = None,
     fingerprint: dict[str, str] | None = None,
+    evidence: dict[str, dict[str, Any]] | None = None,
 ) -> str:
-    """Store a verify run with the given check outcomes, as verify would (its event included),
-    under the target's current runtime fingerprint unless one is given."""
+    """Store a verify run with the given check outcomes (``evidence``: per check), as verify
+    would (its event included), under the target's current runtime fingerprint unless one is
+    given."""
     from datetime import UTC, datetime
 
     from modelreg import rules
@@ -266,6 +268,7 @@ def record_run(
             required=True,
             outcome=Outcome(outcome),
             summary=f"synthetic {outcome}",
+            evidence=(evidence or {}).get(check, {}),
             started_at=now,
             finished_at=now,
         )

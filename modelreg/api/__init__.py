@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from modelreg import config
+from modelreg.api.browse import Browse
 from modelreg.api.deploy import Deploy
 from modelreg.api.judging import load_suite_ref, suite_label
 from modelreg.api.offline import (
@@ -119,7 +120,7 @@ def _database_error(exc: Any, url: str) -> Exception:
     )
 
 
-class Registry(Records, Verify, Deploy, Status, Team):
+class Registry(Records, Verify, Deploy, Status, Team, Browse):
     """The registry, as a library: every operation the CLI and the HTTP server offer. Each
     concern is a module of this package; this class only puts them together.
 

@@ -639,6 +639,33 @@ class Reads:
             raise AmbiguousRecord(ref, [r.id for r in rows])
         return record_of(rows[0])
 
+    def search(self, text: str, limit: int) -> list[tuple[str, str, str | None]]:
+        """(record id, how it matched — ``record_id`` or ``sha256`` — and the file that did)
+        for a record id prefix, or a file's sha256 or a prefix of it; newest records first."""
+        text = text.strip().lower()
+        found: dict[str, tuple[str, str, str | None]] = {}
+        prefix = text if text.startswith("r_") else f"r_{text}"
+        if len(prefix) >= 6:
+            ids = self.session.exec(
+                select(RecordRow.id)
+                .where(col(RecordRow.id).like(f"{_like_prefix(prefix)}%", escape="\\"))
+                .order_by(col(RecordRow.created_at).desc(), col(RecordRow.id))
+                .limit(limit)
+            ).all()
+            found |= {i: (i, "record_id", None) for i in ids}
+        if len(text) >= 8 and all(c in "0123456789abcdef" for c in text):
+            f, r = RecordFileRow, RecordRow
+            rows = self.session.execute(
+                sa_select(col(f.record_id), col(f.path))
+                .join(r, col(r.id) == col(f.record_id))
+                .where(col(f.sha256).like(f"{text}%"))
+                .order_by(col(r.created_at).desc(), col(f.record_id), col(f.path))
+                .limit(limit)
+            ).all()
+            for record_id, path in rows:
+                found.setdefault(record_id, (record_id, "sha256", path))
+        return list(found.values())[:limit]
+
     def record_by_identity(self, identity: str) -> Record | None:
         row = self.session.exec(
             select(RecordRow).where(RecordRow.identity_sha256 == identity)
@@ -786,6 +813,16 @@ class Reads:
             query = query.where(VerificationRow.target == target)
         rows = self.session.exec(query.order_by(col(VerificationRow.id))).all()
         return [Verification.from_row(r) for r in rows]
+
+    def verifications_of(self, record_ids: Sequence[str]) -> list[tuple[str, Verification]]:
+        """(record id, check result) of every stored check of these records, oldest first."""
+        found: list[tuple[int, str, Verification]] = []
+        for chunk in _chunks(list(record_ids)):
+            rows = self.session.exec(
+                select(VerificationRow).where(col(VerificationRow.record_id).in_(chunk))
+            ).all()
+            found += [(r.id or 0, r.record_id, Verification.from_row(r)) for r in rows]
+        return [(record_id, v) for _, record_id, v in sorted(found, key=lambda t: t[0])]
 
     def verified_targets(self, record_id: str) -> list[str]:
         rows = self.session.exec(

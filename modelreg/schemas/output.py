@@ -193,6 +193,56 @@ class ListOutput(Output):
     records: list[ListItem]
 
 
+class SearchMatch(_Out):
+    record: RecordOut
+    matched: Literal["record_id", "sha256"] = Field(
+        description="record_id: the query is a prefix of the record's id; sha256: of one of "
+        "its files' sha256 (that file is named)."
+    )
+    file: str | None = None
+
+
+class SearchOutput(Output):
+    query: str
+    matches: list[SearchMatch] = Field(description="Newest records first.")
+    truncated: bool = Field(description="More records matched than the limit.")
+
+
+class BrowseItem(_Out):
+    record: RecordOut
+    total_parameters: int | None
+    bits_per_weight: float | None
+    production_on: list[str] = Field(description="Targets this record is production on now.")
+    deployability: list[DeployabilityOut] = Field(
+        description="Its verdict now on every target it has runs on (and on the filtered "
+        "target, verified or not)."
+    )
+
+
+class BrowseOutput(Output):
+    records: list[BrowseItem] = Field(description="Newest first.")
+    total: int = Field(description="Records matching the filters (this page holds some).")
+    offset: int
+    limit: int
+
+
+class TrendPoint(_Out):
+    record_id: str
+    run_id: str
+    target: str
+    at: datetime = Field(description="When the run's last check finished.")
+    passed: bool
+    decode_tokens_per_s: float | None = None
+    ttft_ms: float | None = Field(default=None, description="Median time to first token.")
+    peak_rss_bytes: int | None = None
+
+
+class TrendOutput(Output):
+    model_id: str | None
+    record_id: str | None
+    points: list[TrendPoint] = Field(description="Local runs, oldest first.")
+
+
 # -- deploy -----------------------------------------------------------------------------
 
 

@@ -73,10 +73,12 @@ from modelreg.schemas.output import (
     MatrixOutput,
     PromoteOutput,
     RollbackOutput,
+    SearchOutput,
     ShowOutput,
     StateChangeOutput,
     StatusOutput,
     TargetsOutput,
+    TrendOutput,
     UploadRunOutput,
     WebhookCreateOutput,
     WebhookRemoveOutput,
@@ -828,6 +830,24 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         (``limit``: the newest N; ``since``: an ISO 8601 date or time, or an age as 12h or 7d;
         ``target``: only events on it and those of no target)."""
         return json_response(registry.history(model, limit=limit, since=since, target=target))
+
+    @app.get(f"{API}/search", response_model=SearchOutput, responses=errors, tags=["read"])
+    def search(
+        _: Reader,
+        q: Annotated[str, Query(min_length=1, max_length=200)],
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    ) -> Response:
+        """Records whose id starts with ``q``, or holding a file whose sha256 is or starts
+        with ``q`` (8 hex digits or more); newest first."""
+        return json_response(registry.search(q, limit=limit))
+
+    @app.get(f"{API}/trend", response_model=TrendOutput, responses=errors, tags=["read"])
+    def trend(_: Reader, model: OptionalText = None, record: OptionalText = None) -> Response:
+        """A record's (``record``) or a model's (``model``) local runs, oldest first, with
+        decode tokens/s, median time to first token and peak RSS."""
+        return json_response(
+            registry.trend(model=model, record=record_ref(record) if record else None)
+        )
 
     @app.get(f"{API}/diff", response_model=DiffOutput, responses=errors, tags=["read"])
     def diff(_: Reader, a: Text, b: Text) -> Response:

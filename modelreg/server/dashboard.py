@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import dataclass
 from functools import cache
+from itertools import pairwise
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 
 
 MATRIX_PAGE = 100  # models per page of the matrix
+RECORDS_PAGE = 100  # records per page of /records
+VERSIONS_PAGE = 1000  # a model page's versions
 
 
 @cache
@@ -38,6 +42,7 @@ def environment() -> Environment:
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
     from modelreg.fingerprint import summary
+    from modelreg.units import number
 
     env = Environment(
         loader=PackageLoader("modelreg.server", "templates"),
@@ -55,7 +60,15 @@ def environment() -> Environment:
     env.filters["url"] = lambda s: quote(str(s), safe="")
     env.filters["shell"] = lambda s: shlex.quote(str(s))
     env.filters["runtime"] = summary  # a run's runtime in one line
+    env.filters["figure"] = lambda v: "unknown" if v is None else number(float(v))
+    env.filters["compact"] = _compact
     return env
+
+
+def _compact(value: Any, limit: int = 600) -> str:
+    """A diff section's value on one line: JSON, keys sorted, cut at ``limit`` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _shown(value: Any) -> Any:
@@ -122,14 +135,133 @@ def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings
             fits=fits,
             locations=registry.locations(shown.record.record_id).locations,
             counted={d.run_id for d in shown.deployability if d.run_id},
+            trends=views.trend_charts(registry.trend(record=shown.record.record_id)),
+            lineage=_lineage(
+                registry,
+                (manifest.get("base_model"), manifest.get("base_model_revision")),
+                shown.record.record_id,
+            ),
+            previous=_previous(registry, shown.record),
         )
 
     @app.get("/models/{model_id:path}", response_class=HTMLResponse, include_in_schema=False)
-    def timeline_page(request: Request, model_id: str) -> Response:
+    def model_page(
+        request: Request,
+        model_id: str,
+        sort: Annotated[str, Query(max_length=20)] = "added",
+        order: Annotated[str, Query(max_length=4)] = "desc",
+    ) -> Response:
+        """A model: every version with its state, verdict per target and production marker
+        (sortable), its runs over time, who did what, and its base model."""
         who = reader(request)
         history = registry.history(model_id)
         production = registry.status(model_id).entries
-        return render("timeline.html", who=who, history=history, production=production)
+        key = sort if sort in views.SORT_KEYS else "added"
+        descending = order != "asc"
+        page = registry.browse(model=model_id, limit=VERSIONS_PAGE)
+        versions = views.sorted_records(page.records, key, descending)
+        newest_first = sorted(page.records, key=lambda i: i.record.created_at, reverse=True)
+        compare = [
+            (older.record.record_id, newer.record.record_id)
+            for newer, older in pairwise(newest_first)
+        ][:5]
+        base = f"/models/{model_id}"
+        links = {
+            k: (
+                f"{base}?sort={k}&order={'asc' if k == key and descending else 'desc'}",
+                (" ↓" if descending else " ↑") if k == key else "",
+            )
+            for k in views.SORT_KEYS
+        }
+        return render(
+            "timeline.html",
+            who=who,
+            history=history,
+            production=production,
+            versions=versions,
+            sort=key,
+            sort_links=links,
+            compare=compare,
+            trends=views.trend_charts(registry.trend(model=model_id)),
+            lineage=_lineage(registry, _base_model(registry, newest_first), ""),
+        )
+
+    @app.get("/records", response_class=HTMLResponse, include_in_schema=False)
+    def records_page(
+        request: Request,
+        model: Annotated[str | None, Query(max_length=200)] = None,
+        state: Annotated[str | None, Query(max_length=20)] = None,
+        format: Annotated[str | None, Query(max_length=20)] = None,
+        target: Annotated[str | None, Query(max_length=200)] = None,
+        now: Annotated[str | None, Query(max_length=20)] = None,
+        offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    ) -> Response:
+        """Every record, newest first, filtered by model, state, format and verdict on a
+        target; a filter that is not valid is said on the page."""
+        from modelreg.api.browse import FORMATS, VERDICTS
+
+        who = reader(request)
+        filters = {
+            "model": model or None,
+            "state": state or None,
+            "format": format or None,
+            "target": target or None,
+            "now": now or None,
+        }
+        context: dict[str, Any] = {
+            "who": who,
+            "filters": filters,
+            "models": registry.models(),
+            "formats": FORMATS,
+            "verdicts": VERDICTS,
+            "targets": [t.name for t in registry.targets().targets],
+            "refusal": None,
+            "page": None,
+            "previous_link": None,
+            "next_link": None,
+        }
+        try:
+            page = registry.browse(**filters, offset=offset, limit=RECORDS_PAGE)
+        except ModelregError as exc:
+            context["refusal"] = exc
+            return render("records.html", 400, **context)
+        query = "&".join(f"{k}={quote(v, safe='')}" for k, v in filters.items() if v)
+        if offset > 0:
+            context["previous_link"] = f"/records?{query}&offset={max(0, offset - RECORDS_PAGE)}"
+        if offset + RECORDS_PAGE < page.total:
+            context["next_link"] = f"/records?{query}&offset={offset + RECORDS_PAGE}"
+        context["page"] = page
+        return render("records.html", **context)
+
+    @app.get("/search", response_class=HTMLResponse, include_in_schema=False)
+    def search_page(request: Request, q: Annotated[str, Query(max_length=200)] = "") -> Response:
+        """A record id prefix or a file's sha256: straight to the record when one matches."""
+        who = reader(request)
+        try:
+            found = registry.search(q)
+        except ModelregError as exc:
+            return render("search.html", 400, who=who, query=q, found=None, refusal=exc)
+        if len(found.matches) == 1:
+            return RedirectResponse(
+                f"/records/{quote(found.matches[0].record.record_id, safe='')}", status_code=303
+            )
+        return render("search.html", who=who, query=q, found=found, refusal=None)
+
+    @app.get("/diff", response_class=HTMLResponse, include_in_schema=False)
+    def diff_page(
+        request: Request,
+        a: Annotated[str, Query(max_length=200)] = "",
+        b: Annotated[str, Query(max_length=200)] = "",
+    ) -> Response:
+        """What changed from record A to record B — ``modelreg diff`` as a page."""
+        from modelreg.server.app import record_ref
+
+        who = reader(request)
+        try:
+            found = registry.diff(record_ref(a.strip()), record_ref(b.strip()))
+        except ModelregError as exc:
+            return render("diff.html", 400, who=who, a=a, b=b, diff=None, refusal=exc)
+        return render("diff.html", who=who, a=a, b=b, diff=found, refusal=None)
 
     @app.get("/rollback", response_class=HTMLResponse, include_in_schema=False)
     def rollback_page(request: Request, model: str, target: str) -> Response:
@@ -239,3 +371,41 @@ def _fit_targets(shown: Any, artifact_format: str | None) -> list[str]:
     if not found:
         found = ["inf2.xlarge" if artifact_format == "neuron" else "cpu"]
     return found[:4]
+
+
+@dataclass(frozen=True)
+class Lineage:
+    model: str
+    revision: str | None
+    registered: bool
+    newest: str | None  # the base model's record: of its revision when one names it
+
+
+def _lineage(registry: Registry, base: tuple[str | None, str | None], own: str) -> Lineage | None:
+    """The base model, linked when this registry has records of it: the record whose source
+    names the base revision, else the base model's newest record (never ``own``)."""
+    model, revision = base
+    if not model:
+        return None
+    if model not in registry.models():
+        return Lineage(model, revision, False, None)
+    records = [i.record for i in registry.browse(model=model, limit=1000).records]
+    records = [r for r in records if r.record_id != own]
+    pinned = [r for r in records if revision and revision in (r.source or "")]
+    pick = pinned[0] if pinned else records[0] if records else None
+    return Lineage(model, revision, True, pick.record_id if pick else None)
+
+
+def _base_model(registry: Registry, newest_first: list[Any]) -> tuple[str | None, str | None]:
+    """The base model (and its revision) the model's newest record names."""
+    if not newest_first:
+        return None, None
+    manifest = registry.get(newest_first[0].record.record_id).manifest
+    return manifest.base_model, manifest.base_model_revision
+
+
+def _previous(registry: Registry, record: Any) -> str | None:
+    """The model's record added just before this one (its previous version)."""
+    ids = [item.record.record_id for item in registry.records(record.model_id).records]
+    at = ids.index(record.record_id) if record.record_id in ids else 0
+    return ids[at - 1] if at > 0 else None

@@ -4,10 +4,12 @@ page through Jinja2's autoescaping, never through markup built here)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from modelreg.schemas.output import FitOutput, MatrixCell, MatrixOutput
+from modelreg.schemas.output import BrowseItem, FitOutput, MatrixCell, MatrixOutput, TrendOutput
+from modelreg.units import duration_ms, rate, size_bytes
 
 CHART_WIDTH = 860
 LABEL_WIDTH = 140
@@ -205,3 +207,105 @@ def fit_bars(fit: FitOutput) -> list[StackedBar]:
         text = f"budget {_gib(budget)}" + (f" · unknown: {', '.join(unknown)}" if unknown else "")
         bars.append(StackedBar(f"{fit.target}: {title}", segments, budget_x, text, fit.verdict))
     return bars
+
+
+# -- trends: a record's or a model's runs over time ---------------------------------------
+
+TREND_WIDTH = 420
+TREND_HEIGHT = 90
+TREND_LEFT = 56  # room for the value labels
+
+
+@dataclass(frozen=True)
+class Dot:
+    x: float
+    y: float
+    css: str  # dot-pass, dot-fail
+    text: str  # the tooltip: which run, its value
+
+
+@dataclass(frozen=True)
+class TrendChart:
+    title: str
+    dots: list[Dot]
+    polyline: str  # "x,y x,y …": numbers only
+    top_text: str
+    bottom_text: str
+    first_text: str
+    last_text: str
+    width: int = TREND_WIDTH
+    height: int = TREND_HEIGHT
+    left: int = TREND_LEFT
+
+
+_TREND_METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("decode_tokens_per_s", "decode speed", rate),
+    ("ttft_ms", "time to first token (median)", duration_ms),
+    ("peak_rss_bytes", "peak RSS", lambda v: size_bytes(round(v))),
+)
+
+
+def trend_charts(trend: TrendOutput) -> list[TrendChart]:
+    """One small line chart per measured figure (decode tokens/s, TTFT, peak RSS) over the
+    runs that measured it, oldest left; a failed run's dot is drawn as failing. A figure no
+    run measured gets no chart."""
+    charts = []
+    for key, title, shown in _TREND_METRICS:
+        measured = [(p, getattr(p, key)) for p in trend.points if getattr(p, key) is not None]
+        if not measured:
+            continue
+        values = [float(v) for _, v in measured]
+        low, high = min(values), max(values)
+        span = high - low or (abs(high) or 1.0)
+        plot = TREND_WIDTH - TREND_LEFT - 10
+        step = plot / (len(measured) - 1) if len(measured) > 1 else 0.0
+        dots = []
+        for i, (point, value) in enumerate(measured):
+            x = round(TREND_LEFT + (i * step if len(measured) > 1 else plot / 2), 1)
+            y = round(8 + (TREND_HEIGHT - 16) * (1 - (float(value) - low) / span), 1)
+            dots.append(
+                Dot(
+                    x,
+                    y,
+                    "dot-pass" if point.passed else "dot-fail",
+                    f"{point.record_id} run {point.run_id[:12]} on {point.target}, "
+                    f"{point.at:%Y-%m-%d %H:%M}: {shown(value)}"
+                    + ("" if point.passed else " (run failed)"),
+                )
+            )
+        charts.append(
+            TrendChart(
+                title=f"{title} · {len(measured)} run{'s' if len(measured) != 1 else ''}",
+                dots=dots,
+                polyline=" ".join(f"{d.x},{d.y}" for d in dots),
+                top_text=shown(high),
+                bottom_text=shown(low),
+                first_text=f"{measured[0][0].at:%Y-%m-%d}",
+                last_text=f"{measured[-1][0].at:%Y-%m-%d}",
+            )
+        )
+    return charts
+
+
+# -- the records of a model, sortable ------------------------------------------------------
+
+SORT_KEYS = ("added", "state", "bits", "params", "production")
+
+
+def sorted_records(items: list[BrowseItem], key: str, descending: bool) -> list[BrowseItem]:
+    """The model page's table in the order asked: unknown values last either way."""
+
+    def value(item: BrowseItem) -> Any:
+        if key == "state":
+            return item.record.state.state
+        if key == "bits":
+            return item.bits_per_weight
+        if key == "params":
+            return item.total_parameters
+        if key == "production":
+            return len(item.production_on)
+        return (item.record.created_at, item.record.record_id)
+
+    known = [i for i in items if value(i) is not None]
+    unknown = [i for i in items if value(i) is None]
+    return sorted(known, key=value, reverse=descending) + unknown
