@@ -472,7 +472,9 @@ def _stale_code(change_keys: Iterable[str]) -> ReasonCode:
 def state_reason(record_id: str, state: RecordState) -> Reason | None:
     """Why a held or retired record is not deployable anywhere (None: it is active)."""
     if state.state is RecordStateKind.HELD:
-        return Reason(ReasonCode.HELD, f"on hold: {state.reason}", f"modelreg release {record_id}")
+        return Reason(
+            ReasonCode.HELD, f"on hold: {state.reason}", f"modelreg release {record_id} --why '...'"
+        )
     if state.state is RecordStateKind.RETIRED:
         return Reason(ReasonCode.RETIRED, f"retired: {state.reason}")
     return None

@@ -98,7 +98,7 @@ def test_promote_rollback_and_a_second_rollback_changes_nothing(registry: Regist
     assert _production(registry) == r1
 
     # Releasing the bad build makes it promotable again, never a rollback candidate.
-    registry.release(r2)
+    registry.release(r2, "fixed")
     registry.promote(r2, "cpu", why="fixed by hand")
     plan = registry.rollback_plan(MODEL, "cpu")
     assert plan.candidate is not None and plan.candidate.record.record_id == r1
@@ -207,10 +207,10 @@ def test_holding_production_says_loudly_what_production_is(registry: Registry) -
     entry = registry.status(MODEL, "cpu").entries[0]
     assert entry.deployability.held and not entry.deployability.deployable
     with pytest.raises(InvalidInput, match="not on hold"):
-        registry.release(add_synthetic(registry, 2))
+        registry.release(add_synthetic(registry, 2), "fixed")
     registry.retire(r1, "gone")
     with pytest.raises(InvalidInput, match="retired records stay retired"):
-        registry.release(r1)
+        registry.release(r1, "fixed")
     with pytest.raises(InvalidInput, match="needs a reason"):
         registry.hold(r1, "")
 
@@ -263,7 +263,7 @@ def _race_worker(url: str, role: str, ids: list[str], seconds: float) -> dict[st
                 else:
                     for record_id in ids:
                         if stored(registry).state(record_id).state.value == "held":
-                            registry.release(record_id)
+                            registry.release(record_id, "race")
                     key = "released"
             else:
                 applied = registry.rollback(MODEL, "cpu", why="race").applied

@@ -85,7 +85,7 @@ def test_every_reason_code(
     if code in (ReasonCode.NEVER_VERIFIED, ReasonCode.STALE_RUNTIME):
         assert reason.hint == "modelreg verify r_1 --target cpu"
     if code is ReasonCode.HELD:
-        assert reason.hint == "modelreg release r_1"
+        assert reason.hint == "modelreg release r_1 --why '...'"
 
 
 def test_target_undefined_is_never_deployable() -> None:

@@ -35,7 +35,7 @@ def test_an_event_is_delivered_signed_once(db_url: str, receiver: Receiver) -> N
     assert secret.startswith("whsec_") and created.webhook.events == ["add", "hold"]
     record = add_synthetic(registry, 1)
     registry.hold(record, "license under review", actor="rae")
-    registry.release(record, actor="rae")  # not subscribed: no delivery
+    registry.release(record, "fixed", actor="rae")  # not subscribed: no delivery
 
     first = registry.deliver_webhooks()
     assert (first.delivered, first.retrying, first.failed, first.pending) == (2, 0, 0, 0)
@@ -146,7 +146,7 @@ def test_a_removed_webhook_is_sent_nothing_more(registry, receiver: Receiver) ->
     removed = registry.remove_webhook(hook.id, why="receiver moved")
     assert removed.changed and removed.cancelled == 1
     assert removed.webhook.deliveries == {"cancelled": 1}
-    registry.release(record)
+    registry.release(record, "fixed")
     assert registry.deliver_webhooks().attempts == [] and receiver.posts == []
     assert not registry.remove_webhook(hook.id).changed
     assert registry.webhooks().webhooks == []

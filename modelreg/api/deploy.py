@@ -922,7 +922,7 @@ class Deploy(Core):
             message = (
                 f"rolled back: {plan.candidate.id} is production for {model_id} on {target}; "
                 f"{plan.current.id} is on hold (release it with: modelreg release "
-                f"{plan.current.id})"
+                f"{plan.current.id} --why '...')"
             )
         if drilled is not None:
             message = f"{drilled.message}. {message}"
@@ -934,7 +934,7 @@ class Deploy(Core):
         self,
         ref: str,
         new: RecordStateKind,
-        why: str | None,
+        why: str,
         actor: str | None,
         detail: dict[str, Any] | None = None,
     ) -> StateChangeOutput:
@@ -944,7 +944,7 @@ class Deploy(Core):
             RecordStateKind.ACTIVE: "release",
             RecordStateKind.RETIRED: "retire",
         }[new]
-        _check_why(why, required=action if new is not RecordStateKind.ACTIVE else None)
+        _check_why(why, required=action)
         with self.store.locked(record.model_id) as tx:
             current = tx.state(record.id)
             if current.state is RecordStateKind.RETIRED:
@@ -987,10 +987,9 @@ class Deploy(Core):
         """Put a record on hold: not deployable, not promotable, until released."""
         return self._change_state(ref, RecordStateKind.HELD, why, actor)
 
-    def release(
-        self, ref: str, why: str | None = None, *, actor: str | None = None
-    ) -> StateChangeOutput:
-        """Release a held record (facts missing from its manifest keep it on hold regardless)."""
+    def release(self, ref: str, why: str, *, actor: str | None = None) -> StateChangeOutput:
+        """Release a held record, saying why (facts missing from its manifest keep it on hold
+        regardless)."""
         return self._change_state(ref, RecordStateKind.ACTIVE, why, actor)
 
     def retire(self, ref: str, why: str, *, actor: str | None = None) -> StateChangeOutput:

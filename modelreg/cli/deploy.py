@@ -650,7 +650,10 @@ def hold(
 
 @app.command()
 def release(
-    ctx: typer.Context, record_ref: RecordArg, why: WhyOption = None, json_out: JsonOption = False
+    ctx: typer.Context,
+    record_ref: RecordArg,
+    why: Annotated[str, typer.Option("--why", help="Why it is released (required).")],
+    json_out: JsonOption = False,
 ) -> int:
     """Release a held RECORD (facts missing from its manifest keep it on hold regardless)."""
     return _state_change(registry(ctx).release(record_ref, why), json_out)

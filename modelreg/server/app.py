@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs, quote
 
-from fastapi import Body, Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
@@ -205,10 +205,6 @@ class PromoteInput(_In):
 
 class ReasonInput(_In):
     why: str = Field(min_length=1, max_length=10_000)
-
-
-class ReleaseInput(_In):
-    why: str | None = Field(default=None, max_length=10_000)
 
 
 class WebhookInput(_In):
@@ -801,12 +797,9 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
         responses=errors,
         tags=["write"],
     )
-    def release(
-        who: Releaser, record_id: RecordId, body: Annotated[ReleaseInput | None, Body()] = None
-    ) -> Response:
-        """Release a held record. Role: releaser."""
-        why = body.why if body else None
-        return json_response(registry.release(record_ref(record_id), why, actor=who.actor))
+    def release(who: Releaser, record_id: RecordId, body: ReasonInput) -> Response:
+        """Release a held record, saying why. Role: releaser."""
+        return json_response(registry.release(record_ref(record_id), body.why, actor=who.actor))
 
     @app.post(
         f"{API}/records/{{record_id}}/retire",

@@ -76,3 +76,24 @@ def test_history_filters_by_count_time_and_target(cli) -> None:
         "error: --since 'last tuesday' is not a date, a time or an age — e.g. 2026-11-30, "
         "2026-11-30T09:00Z, 12h or 7d\n"
     )
+
+
+def test_release_needs_a_why_like_hold_and_retire(cli) -> None:
+    import pytest
+
+    from modelreg.errors import InvalidInput
+
+    registry = modelreg.open()
+    record = add_synthetic(registry, 1)
+    assert cli("hold", record, "--why", "audit")[0] == 0
+    code, out, err = cli("release", record)
+    assert (code, out) == (2, "") and "Missing option '--why'" in err
+    code, _, err = cli("release", record, "--why", " ")
+    assert code == 2 and err == "error: release needs a reason — give one as --why\n"
+    with pytest.raises(InvalidInput, match="release needs a reason"):
+        registry.release(record, "")
+    assert registry.show(record).record.state.state == "held"
+    code, _, err = cli("release", record, "--why", "audit done")
+    assert (code, err) == (0, f"{record} released\n")
+    (released,) = [e for e in registry.history("rules/alpha").events if e.kind == "release"]
+    assert released.why == "audit done"

@@ -96,14 +96,14 @@ def test_hold_release_retire(cli, smollm2: Path, tmp_path: Path) -> None:
     assert "on hold: license review" in _deployable(cli, first, "cpu")["messages"]
     code, _, err = cli("rollback", SMOL_ID, "--target", "cpu")
     assert code == 1 and "license review" in err and f"modelreg release {first}" in err
-    assert cli("release", first)[0] == 0
+    assert cli("release", first, "--why", "reviewed")[0] == 0
     assert _deployable(cli, first, "cpu")["deployable"] is True
     assert cli("rollback", SMOL_ID, "--target", "cpu")[0] == 0
 
     assert cli("retire", first, "--why", "superseded")[0] == 0
     code, _, err = cli("rollback", SMOL_ID, "--target", "cpu")
     assert code == 1 and "retired: superseded" in err
-    code, _, err = cli("release", first)
+    code, _, err = cli("release", first, "--why", "back")
     assert code == 2 and "retired" in err
     shown = json.loads(cli("show", first, "--json")[1])
     state = shown["record"]["state"]

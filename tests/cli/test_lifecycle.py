@@ -173,7 +173,7 @@ def test_hold_of_production_says_so_loudly(cli, smollm2: Path) -> None:
     code, out, err = cli("hold", good, "--why", "bad answers", "--json")
     result = json.loads(out)
     assert code == 0 and result["production_on"] == ["cpu"] and "WARNING" in result["message"]
-    code, _, err = cli("release", good)
+    code, _, err = cli("release", good, "--why", "fixed")
     assert code == 0 and "released" in err
     code, _, err = cli("retire", good, "--why", "superseded")
     assert code == 0 and f"production is still {good}" in err

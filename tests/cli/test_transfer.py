@@ -71,7 +71,7 @@ def test_export_from_sqlite_import_elsewhere_preserves_everything(
     targets = {t["name"]: t for t in json.loads(cli("targets", "--json")[1])["targets"]}
     assert targets["edge"]["origin"] == "registry"
     # The evidence came from another registry and is not signed: it is history, not a pass.
-    cli("release", record)
+    cli("release", record, "--why", "imported")
     code, out, _ = cli("status", "--json")
     (entry,) = json.loads(out)["entries"]
     reasons = [r["code"] for r in entry["deployability"]["reasons"]]

@@ -70,7 +70,7 @@ def _worker(url: str, seed: int) -> dict[str, int]:
                 done["no_candidate"] += 1
         else:
             try:
-                registry.release(manifest.record_id)
+                registry.release(manifest.record_id, "stress")
                 done["release"] += 1
             except InvalidInput as exc:
                 assert "not on hold" in str(exc), exc

@@ -163,6 +163,10 @@ def test_the_token_name_is_the_actor_of_every_event(served: Served, client_of: C
     )
     assert again.status_code == 200 and again.json()["applied"] is None
     assert again.json()["message"].startswith("already rolled back")
+    for body in ({}, {"why": ""}):  # release says why, as hold and retire do
+        refused = releaser.post(f"/api/v1/records/{r2}/release", json=body)
+        assert "'why'" in _error(refused, 422, "invalid_input")["message"]
+    _error(releaser.post(f"/api/v1/records/{r2}/release"), 422, "invalid_input")
     released = releaser.post(f"/api/v1/records/{r2}/release", json={"why": "fixed"})
     assert released.status_code == 200 and released.json()["record"]["state"]["state"] == "active"
     retired = releaser.post(f"/api/v1/records/{r2}/retire", json={"why": "superseded"})
