@@ -953,6 +953,15 @@ class Deploy(Core):
                     "add the artifact again under a new record if it must come back",
                 )
             if new is RecordStateKind.ACTIVE and current.state is not RecordStateKind.HELD:
+                if record.hold_reasons:
+                    # Held by its facts, not by a person: nothing a release writes changes them.
+                    raise InvalidInput(
+                        f"record {record.id} is held because its manifest does not know or "
+                        f"contradicts facts: {'; '.join(record.hold_reasons)}",
+                        "release cannot lift that (it lifts a hold someone put): add the artifact "
+                        "again with the missing facts, as each reason says — the facts are the "
+                        "record's identity, so that is a new record",
+                    )
                 raise InvalidInput(f"record {record.id} is not on hold (state: active)")
             tx.set_state(record, new, why, actor or config.actor(), detail)
             production_on = sorted(

@@ -97,3 +97,27 @@ def test_release_needs_a_why_like_hold_and_retire(cli) -> None:
     assert (code, err) == (0, f"{record} released\n")
     (released,) = [e for e in registry.history("rules/alpha").events if e.kind == "release"]
     assert released.why == "audit done"
+
+
+def test_release_of_a_record_held_for_unknown_facts_says_what_lifts_it(cli, tmp_path) -> None:
+    from tests.helpers import write_gguf
+
+    path = write_gguf(tmp_path / "m.gguf", {"token_embd.weight": (64, 16)})
+    code, out, _ = cli("add", path, "--model-id", "t/m", "--json")
+    added = json.loads(out)["record"]
+    record, reasons = added["record_id"], added["hold_reasons"]
+    assert [r.split(":")[0] for r in reasons] == ["source unknown", "license unknown"]
+    code, out, err = cli("release", record, "--why", "looks fine")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: record {record} is held because its manifest does not know or contradicts "
+        f"facts: {'; '.join(reasons)} — release cannot lift that (it lifts a hold someone "
+        "put): add the artifact again with the missing facts, as each reason says — the facts "
+        "are the record's identity, so that is a new record\n"
+    )
+    # The advice works: the same bytes with the facts are another record, not held.
+    facts = ("--model-id", "t/m", "--source", "pypi://t-m==1.0", "--license", "mit")
+    code, out, _ = cli("add", path, *facts, "--json")
+    again = json.loads(out)["record"]
+    assert code == 0 and again["record_id"] != record and again["hold_reasons"] == []
+    assert modelreg.open().show(record).record.state.state == "active"  # nothing written
