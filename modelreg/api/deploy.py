@@ -950,7 +950,9 @@ class Deploy(Core):
             if current.state is RecordStateKind.RETIRED:
                 raise InvalidInput(
                     f"record {record.id} is retired; retired records stay retired",
-                    "add the artifact again under a new record if it must come back",
+                    "retirement is final: the same bytes and facts added again are this record, "
+                    "still retired — only a changed artifact or changed facts (a new build, "
+                    "another source pin) make a new record",
                 )
             if new is RecordStateKind.ACTIVE and current.state is not RecordStateKind.HELD:
                 if record.hold_reasons:

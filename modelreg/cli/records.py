@@ -312,6 +312,11 @@ def add(
         f"{'registered' if result.created else 'already registered'}: {record.record_id} "
         f"({record.model_id})"
     )
+    if record.state.state == "retired":
+        say(
+            f"{record.record_id} is retired ({record.state.reason}): the same bytes and facts "
+            "are the same record, and it stays retired"
+        )
     for reason in record.hold_reasons:
         say(f"on hold: {reason}")
     return 0

@@ -121,3 +121,29 @@ def test_release_of_a_record_held_for_unknown_facts_says_what_lifts_it(cli, tmp_
     again = json.loads(out)["record"]
     assert code == 0 and again["record_id"] != record and again["hold_reasons"] == []
     assert modelreg.open().show(record).record.state.state == "active"  # nothing written
+
+
+def test_retirement_is_final_and_the_message_says_so_truly(cli, tmp_path) -> None:
+    from tests.helpers import write_gguf
+
+    path = write_gguf(tmp_path / "m.gguf", {"token_embd.weight": (64, 16)})
+    facts = ("--model-id", "t/m", "--source", "pypi://t-m==1.0", "--license", "mit")
+    record = cli("add", path, *facts)[1].strip()
+    assert cli("retire", record, "--why", "superseded")[0] == 0
+    for command in ("release", "hold"):
+        code, out, err = cli(command, record, "--why", "bring it back")
+        assert (code, out) == (2, "") and err == (
+            f"error: record {record} is retired; retired records stay retired — retirement is "
+            "final: the same bytes and facts added again are this record, still retired — only "
+            "a changed artifact or changed facts (a new build, another source pin) make a new "
+            "record\n"
+        )
+    # What the message says: adding the same bytes and facts again gives the retired record…
+    code, out, err = cli("add", path, *facts)
+    assert (code, out.strip()) == (0, record)
+    assert f"{record} is retired (superseded)" in err and "stays retired" in err
+    assert modelreg.open().show(record).record.state.state == "retired"
+    # …and changed facts make a new record, not retired.
+    code, out, _ = cli("add", path, *facts[:3], "pypi://t-m==1.1", *facts[4:], "--json")
+    again = json.loads(out)["record"]
+    assert code == 0 and again["record_id"] != record and again["state"]["state"] == "active"
