@@ -41,6 +41,7 @@ from sqlalchemy import text
 
 import modelreg
 from modelreg import host
+from modelreg.api.views import deployability_out
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
 from modelreg.fingerprint import inference_view, runtime_fingerprint
 from modelreg.schemas.verification import CheckResult, Outcome
@@ -834,6 +835,39 @@ class RegistryMachine(RuleBasedStateMachine):
             codes = {r.code for r in entry.deployability.reasons}
             if codes == {"untrusted_evidence"}:
                 assert entry.deployability.now == "uncounted"
+
+    @invariant()
+    def browsing_shows_the_verdicts_the_rules_give(self) -> None:
+        """The records page and search (``api.browse``) are another read of the verdicts: each
+        record's verdict on the target there is ``deployability``'s, production is where
+        status says, a verdict filter picks exactly the records with that verdict, and a
+        file's sha256 finds its record."""
+        if not self.added:
+            return
+        from modelreg.api.browse import VERDICTS
+
+        page = self.registry.browse(model=MODEL, target=TARGET, limit=1000)
+        production = self.production()
+        for item in page.records:
+            record_id = item.record.record_id
+            shown = {d.target: d for d in item.deployability}[TARGET]
+            expected = deployability_out(self.registry.deployability(record_id, TARGET))
+            assert (shown.deployable, shown.now, [r.code for r in shown.reasons]) == (
+                expected.deployable,
+                expected.now,
+                [r.code for r in expected.reasons],
+            ), record_id
+            assert (TARGET in item.production_on) == (record_id == production)
+        for now in VERDICTS:
+            picked = self.registry.browse(model=MODEL, target=TARGET, now=now, limit=1000)
+            assert {i.record.record_id for i in picked.records} == {
+                i.record.record_id
+                for i in page.records
+                if {d.target: d for d in i.deployability}[TARGET].now == now
+            }
+        for record_id in self.added[:2]:
+            sha = stored(self.registry).files([record_id])[record_id][0].sha256
+            assert record_id in {m.record.record_id for m in self.registry.search(sha).matches}
 
     @invariant()
     def fast_path_is_a_fresh_derivation(self) -> None:
