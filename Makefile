@@ -64,7 +64,7 @@ test: lint typecheck unit
 # `postgres` (a "postgresql" parameter); the rules' state machine runs its `check` profile
 # (fewer histories); bytecode is cached (a tier of many short processes). `make test` still
 # runs everything, the state machine at `ci`.
-.PHONY: check
+.PHONY: check api-docs
 check: lint typecheck
 	env -u PYTHONDONTWRITEBYTECODE HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-check} \
 		$(BIN)/python -m pytest -q -n 2 \
@@ -72,6 +72,11 @@ check: lint typecheck
 
 schema: $(STAMP)
 	$(BIN)/python -m modelreg.schemas.export schemas/
+
+# docs/api.md: the public Python API from its signatures and docstrings (tests/api/
+# test_reference.py fails when it is stale).
+api-docs: $(STAMP)
+	$(BIN)/python -m modelreg.api.reference docs/api.md
 
 # MLflow, the registry the team service is compared with: its own virtualenv, never .venv.
 MLFLOW := benchmarks/.work/mlflow-venv/bin/mlflow

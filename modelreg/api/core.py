@@ -115,6 +115,8 @@ class Core:
             return self.targets_with(reads.target_specs())
 
     def targets_with(self, shared: Sequence[StoredTarget]) -> dict[str, Target]:
+        """Every target by name: the built-in ones, the registry's shared definitions
+        (``shared``) and this process's targets file, the later overriding the earlier."""
         from modelreg.targets import all_targets
 
         return all_targets(self.targets_file, {t.name: t.spec for t in shared})
