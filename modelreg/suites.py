@@ -19,9 +19,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from modelreg.boundedfile import read_bounded
-from modelreg.errors import InvalidArtifact, InvalidInput
+from modelreg.errors import InvalidArtifact, InvalidInput, did_you_mean
 from modelreg.rules import GateTerms, relaxations
 from modelreg.safeyaml import load_yaml, read_yaml_file
+from modelreg.schemas.manifest import accepted_keys
 from modelreg.schemas.suite import Case, CaseResult, Suite, SuiteResult, Thresholds
 from modelreg.textsafe import for_terminal
 
@@ -39,11 +40,37 @@ def _read_text(path: Path) -> str:
         raise InvalidArtifact(path, f"suite file is not UTF-8 text (byte {exc.start})") from None
 
 
-def _error_line(exc: ValidationError, data: Any, origin: str) -> str:
-    """pydantic's first error as one line that names the case (by id) and the field."""
-    error = exc.errors()[0]
+def _accepted(loc: list[str | int]) -> str | None:
+    """For a key the suite does not know: what its block accepts instead, after the key it
+    was probably meant to be (a misspelling, or a value of one — ``contains`` of ``mode``)."""
+    parent = loc[:-1]
+    keys = accepted_keys(Suite, parent)
+    if keys is None:
+        return None
+    if len(parent) == 2 and parent[0] == "cases":
+        block = "a case"
+    else:
+        block = next((str(p) for p in reversed(parent) if isinstance(p, str)), "a suite")
+    key = str(loc[-1])
+    owner = next((k for k, values in keys.items() if key in values), None)
+    meant = (
+        f"{key!r} is a value of {owner}, not a key ({owner}: {key});"
+        if owner
+        else did_you_mean(key, keys)
+    )
+    shown = ", ".join(f"{k} ({', '.join(values)})" if values else k for k, values in keys.items())
+    return f"{meant + ' ' if meant else ''}{block} accepts: {shown}"
+
+
+def _error_line(exc: ValidationError, data: Any, origin: str) -> tuple[str, str | None]:
+    """pydantic's first error as one line that names the case (by id) and the field, and for
+    a key it does not know, what the block accepts."""
+    errors = exc.errors()
+    # A key the suite does not know first: a misspelt key is also a missing one.
+    error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = list(error["loc"])
     message = error["msg"].removeprefix("Value error, ")
+    hint = _accepted(loc) if error["type"] == "extra_forbidden" and loc else None
     if len(loc) >= 2 and loc[0] == "cases" and isinstance(loc[1], int):
         index = loc[1]
         raw = data.get("cases") if isinstance(data, dict) else None
@@ -56,9 +83,9 @@ def _error_line(exc: ValidationError, data: Any, origin: str) -> str:
             f"{origin}: {which} field {field}: {message}"
             if field
             else f"{origin}: {which}: {message}"
-        )
+        ), hint
     field = ".".join(str(p) for p in loc)
-    return f"{origin}: field {field}: {message}" if field else f"{origin}: {message}"
+    return (f"{origin}: field {field}: {message}" if field else f"{origin}: {message}"), hint
 
 
 def parse_suite(data: Any, origin: str) -> Suite:
@@ -70,7 +97,7 @@ def parse_suite(data: Any, origin: str) -> Suite:
     try:
         return Suite.model_validate(data)
     except ValidationError as exc:
-        raise InvalidInput(_error_line(exc, data, origin)) from None
+        raise InvalidInput(*_error_line(exc, data, origin)) from None
 
 
 def load_suite(path: Path) -> Suite:

@@ -10,8 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
-from typing import Annotated, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -674,6 +677,48 @@ def first_error(exc: ValidationError, whole: str = "value") -> str:
     first = exc.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or whole
     return f"{loc}: {first['msg']}"
+
+
+def accepted_keys(model: type[BaseModel], loc: Sequence[str | int]) -> dict[str, list[str]] | None:
+    """The keys the block at ``loc`` (a pydantic error's location, without the offending key)
+    accepts when that block is a model, in order, each with its values when it is an enum:
+    ``{"mode": ["contains", "exact", …], "value": [], …}`` for a suite's ``cases.0.expect``."""
+    annotation: Any = model
+    for part in loc:
+        block = _model_of(annotation)
+        if isinstance(part, str) and block is not None and part in block.model_fields:
+            annotation = block.model_fields[part].annotation
+        else:  # an index into a list or a key of a mapping: the type of its items
+            args = get_args(_without_none(annotation))
+            if not args:
+                return None
+            annotation = args[-1]
+    block = _model_of(annotation)
+    if block is None:
+        return None
+    keys = {}
+    for name, field in block.model_fields.items():
+        kind = _without_none(field.annotation)
+        is_enum = isinstance(kind, type) and issubclass(kind, Enum)
+        keys[name] = [str(m.value) for m in kind] if is_enum else []
+    return keys
+
+
+def _without_none(annotation: Any) -> Any:
+    """``X`` of ``X | None`` (and of ``Annotated[X, …]``)."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if isinstance(annotation, UnionType) or get_origin(annotation) is Union:
+        rest = [a for a in get_args(annotation) if a is not type(None)]
+        return rest[0] if len(rest) == 1 else annotation
+    return annotation
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    annotation = _without_none(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
 
 
 def load_manifest(data: dict[str, object], *, origin: str) -> Manifest:

@@ -147,3 +147,36 @@ def test_retirement_is_final_and_the_message_says_so_truly(cli, tmp_path) -> Non
     code, out, _ = cli("add", path, *facts[:3], "pypi://t-m==1.1", *facts[4:], "--json")
     again = json.loads(out)["record"]
     assert code == 0 and again["record_id"] != record and again["state"]["state"] == "active"
+
+
+def test_a_suite_key_it_does_not_know_shows_the_accepted_form(cli, tmp_path) -> None:
+    suite = tmp_path / "paris.yaml"
+    suite.write_text(
+        "name: paris\nthresholds: {min_pass_rate: 1.0}\ncases:\n"
+        "  - {id: capital, prompt: 'Capital of France?', expect: {contains: Paris}}\n"
+    )
+    code, out, err = cli("suite", "check", suite)
+    assert (code, out) == (2, "") and err == (
+        f"error: {suite}: case 'capital' (#1) field expect.contains: Extra inputs are not "
+        "permitted — 'contains' is a value of mode, not a key (mode: contains); expect accepts: "
+        "mode (contains, exact, regex, one_of, json, not_contains), value, values, reject, "
+        "json_schema, case_sensitive\n"
+    )
+    # A misspelt key is reported as such, not as the key it then lacks.
+    suite.write_text(
+        "name: paris\nthreshold: {min_pass_rate: 1.0}\ncases:\n"
+        "  - {id: capital, prompt: 'Capital of France?', expect: {mode: contains, value: Paris}}\n"
+    )
+    code, _, err = cli("suite", "check", suite)
+    assert code == 2 and err == (
+        f"error: {suite}: field threshold: Extra inputs are not permitted — did you mean "
+        "'thresholds'? a suite accepts: schema_version, name, description, thresholds, cases\n"
+    )
+    suite.write_text(
+        suite.read_text().replace("threshold:", "thresholds:")[:-2] + ", max_token: 8}\n"
+    )
+    code, _, err = cli("suite", "check", suite)
+    assert code == 2 and err.endswith(
+        "field max_token: Extra inputs are not permitted — did you mean 'max_tokens'? a case "
+        "accepts: id, prompt, expect, subset, max_tokens, chat, note, long_context\n"
+    )
