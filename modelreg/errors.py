@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from modelreg.rules import Reason
@@ -231,6 +231,15 @@ class NoRollbackCandidate(ModelregError):
         super().__init__(f"no rollback candidate for {model_id} on {target}: {reason}", hint)
         self.model_id = model_id
         self.target = target
+
+    @classmethod
+    def of_plan(cls, plan: Any) -> NoRollbackCandidate:
+        """The refusal of a plan whose decision is ``no_candidate`` (``RollbackOutput``): what
+        an adapter raises where "no candidate" must be an error (the CLI's exit 1, HTTP 409)."""
+        error = cls.__new__(cls)
+        ModelregError.__init__(error, plan.message, plan.hint)
+        error.model_id, error.target = plan.model_id, plan.target
+        return error
 
 
 class IntegrityError(ModelregError):

@@ -113,9 +113,15 @@ def test_rollback_skips_records_that_are_not_deployable_now(registry: Registry) 
     assert plan.candidate is not None and plan.candidate.record.record_id == r1
     assert [(c.record_id, c.why) for c in plan.rejected] == [(r2, "on hold: suspect")]
     registry.retire(r1, "too old")
+    # "No candidate" is an answer of the plan, not an exception (the apply raises).
+    refused = registry.rollback_plan(MODEL, "cpu")
+    assert refused.decision == "no_candidate" and refused.candidate is None
+    assert refused.production is not None and refused.production.record.record_id == r3
+    assert [c.record_id for c in refused.rejected] == [r2, r1]
     with pytest.raises(NoRollbackCandidate) as caught:
-        registry.rollback_plan(MODEL, "cpu")
+        registry.rollback(MODEL, "cpu", why="incident")
     message = str(caught.value)
+    assert (refused.message, refused.hint) == (caught.value.message, caught.value.hint)
     assert f"production is {r3}" in message
     assert f"{r2} (on hold: suspect)" in message and f"{r1} (retired: too old)" in message
     assert f"modelreg release {r2}" in message
@@ -123,8 +129,10 @@ def test_rollback_skips_records_that_are_not_deployable_now(registry: Registry) 
 
 def test_no_candidate_says_what_is_in_production(registry: Registry) -> None:
     (r1,) = _deployed(registry, 1)
-    with pytest.raises(NoRollbackCandidate, match="nothing was ever production"):
-        registry.rollback_plan(MODEL, "cpu")
+    plan = registry.rollback_plan(MODEL, "cpu")
+    assert plan.decision == "no_candidate" and plan.production is None
+    assert "nothing was ever production" in plan.message
+    assert plan.hint == "promote a verified record: modelreg promote RECORD --target cpu"
     registry.promote(r1, "cpu")
     with pytest.raises(NoRollbackCandidate, match=f"production is {r1}, and nothing was"):
         registry.rollback(MODEL, "cpu", why="incident")

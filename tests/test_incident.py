@@ -63,8 +63,9 @@ def test_a_second_incident_rolls_back_further_as_the_plan_says(registry: Any) ->
     assert again.decision == "nothing_to_do" and again.applied is None
     assert _production(registry) == a
     # Neither bad build is a candidate now; C never again, B only once released.
+    assert registry.rollback_plan(MODEL, "cpu", to=c).decision == "no_candidate"
     with pytest.raises(NoRollbackCandidate):
-        registry.rollback_plan(MODEL, "cpu", to=c)
+        registry.rollback(MODEL, "cpu", why="again", to=c)
 
 
 def test_rollback_to_goes_further_back_in_one_audited_step(registry: Any) -> None:

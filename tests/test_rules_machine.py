@@ -641,8 +641,9 @@ class RegistryMachine(RuleBasedStateMachine):
         bad_to = False
         try:
             plan = self.registry.rollback_plan(MODEL, TARGET, to=to)
-        except NoRollbackCandidate:
-            plan = None
+            if plan.decision == "no_candidate":
+                assert plan.candidate is None and plan.message.startswith("no rollback")
+                plan = None
         except InvalidInput:
             plan, bad_to = None, True
         production = self.production()

@@ -647,6 +647,7 @@ class Deploy(Core):
         message: str,
         applied: Promotion | None,
         drill: DrillOut | None = None,
+        hint: str | None = None,
     ) -> RollbackOutput:
         """What a plan or an apply shows, read in one snapshot (after an apply: its outcome)."""
         decision = plan.decision
@@ -689,6 +690,7 @@ class Deploy(Core):
             ],
             drill=drill,
             message=message,
+            hint=hint,
         )
 
     def _no_candidate(self, model_id: str, target: str, plan: _Plan) -> NoRollbackCandidate:
@@ -725,16 +727,25 @@ class Deploy(Core):
         """What ``rollback`` would do now (``rules.decide_rollback``): the candidate — the
         newest record that was production on ``target`` before the current one, is deployable
         now, has a fetchable copy and was never rolled back from — or ``to``; or nothing to do
-        when production was put there by a rollback and is deployable. Raises
-        ``NoRollbackCandidate`` when there is none."""
-        _, plan = self._read_plan(model_id, target, to)
+        when production was put there by a rollback and is deployable; or, when no record can
+        take production, ``decision`` "no_candidate" with the reason as ``message`` and what
+        would make one a candidate as ``hint`` (``rollback`` raises ``NoRollbackCandidate``
+        then: there is nothing to apply)."""
+        _, plan = self._read_plan(model_id, target, to, refuse=False)
+        if plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
+            refusal = self._no_candidate(model_id, target, plan)
+            return self._rollback_output(
+                model_id, target, plan, refusal.message, None, hint=refusal.hint
+            )
         return self._rollback_output(
             model_id, target, plan, _plan_message(model_id, target, plan), None
         )
 
-    def _read_plan(self, model_id: str, target: str, to: str | None) -> tuple[Target, _Plan]:
+    def _read_plan(
+        self, model_id: str, target: str, to: str | None, *, refuse: bool = True
+    ) -> tuple[Target, _Plan]:
         """The rollback decision from one snapshot (``--to`` resolved and checked in it);
-        ``NoRollbackCandidate`` when there is none."""
+        ``NoRollbackCandidate`` when there is none (``refuse``; else the plan says so)."""
         self._require_model(model_id)
         the_target = self.target(target)
         with self.store.read() as reads:
@@ -743,7 +754,7 @@ class Deploy(Core):
             if resolved is not None:
                 self._check_to(reads, model_id, target, resolved)
             plan = self._plan(reads, model_id, the_target, judge, resolved)
-        if plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
+        if refuse and plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
             raise self._no_candidate(model_id, target, plan)
         return the_target, plan
 

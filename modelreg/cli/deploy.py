@@ -23,7 +23,7 @@ from modelreg.cli.main import (
 )
 from modelreg.cli.records import deployability_text, unit_text
 from modelreg.cli.render import emit, out, say, table
-from modelreg.errors import InvalidInput
+from modelreg.errors import InvalidInput, NoRollbackCandidate
 from modelreg.progress import ProgressMode
 
 if TYPE_CHECKING:
@@ -424,6 +424,8 @@ def rollback(
         plan = api.drill_rollback(model, target, to=to, progress=shown)
     else:
         plan = api.rollback_plan(model, target, to=to)
+        if plan.decision == "no_candidate":
+            raise NoRollbackCandidate.of_plan(plan)  # exit 1, as an apply would
     code = 1 if plan.drill is not None and not plan.drill.passed else 0
     if json_out:
         emit(plan)

@@ -396,10 +396,15 @@ class RollbackOutput(Output):
     rolled_back_from: DeployedOut | None = Field(
         default=None, description="With --apply: the record production left (now held)."
     )
-    decision: Literal["rollback", "nothing_to_do"] = Field(
+    decision: Literal["rollback", "nothing_to_do", "no_candidate"] = Field(
         default="rollback",
         description="rollback: the candidate takes production (with --apply: it did); "
-        "nothing_to_do: production already is a rollback's outcome and deployable.",
+        "nothing_to_do: production already is a rollback's outcome and deployable; "
+        "no_candidate (a plan only): no record can take production — message says why, "
+        "hint what would make one a candidate.",
+    )
+    hint: str | None = Field(
+        default=None, description="With no_candidate: what would make a record a candidate."
     )
     applied: PromotionOut | None = None
     held: str | None = Field(default=None, description="The record rolled back from, now held.")

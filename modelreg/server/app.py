@@ -922,7 +922,10 @@ def _install_api(app: FastAPI, registry: api.Registry, settings: ServerSettings)
     def rollback_plan(_: Reader, model: Text, target: Text, to: OptionalText = None) -> Response:
         """The production record and the rollback candidate, with their locations (409 when
         there is no candidate); ``to``: the plan for rolling back to that record."""
-        return json_response(registry.rollback_plan(model, target, to=to))
+        plan = registry.rollback_plan(model, target, to=to)
+        if plan.decision == "no_candidate":
+            raise NoRollbackCandidate.of_plan(plan)
+        return json_response(plan)
 
     @app.post(f"{API}/rollback", response_model=RollbackOutput, responses=errors, tags=["write"])
     def rollback(who: Releaser, body: RollbackInput) -> Response:

@@ -20,7 +20,7 @@ from urllib.parse import quote
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from modelreg.errors import ModelregError, NoRollbackCandidate
+from modelreg.errors import ModelregError
 from modelreg.server import views
 from modelreg.server.auth import COOKIE, authorize, bearer_secret
 from modelreg.tokens import Permission
@@ -266,11 +266,10 @@ def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings
     @app.get("/rollback", response_class=HTMLResponse, include_in_schema=False)
     def rollback_page(request: Request, model: str, target: str) -> Response:
         who = reader(request)
-        try:
-            plan = registry.rollback_plan(model, target)
-        except NoRollbackCandidate as exc:
+        plan = registry.rollback_plan(model, target)
+        if plan.decision == "no_candidate":
             return render(
-                "rollback.html", who=who, model=model, target=target, plan=None, refusal=exc
+                "rollback.html", who=who, model=model, target=target, plan=None, refusal=plan
             )
         body = json.dumps({"model": model, "target": target, "why": "…"}, ensure_ascii=False)
         return render(
