@@ -166,6 +166,7 @@ def diff(name_a: str, a: Manifest, name_b: str, b: Manifest) -> DiffOutput:
         attribution_warning=result.attribution_warning,
         notes=result.notes,
         sections={s.name: DiffSection(changed=s.changed, a=s.a, b=s.b) for s in result.sections},
+        metadata_keys=result.metadata_keys,
     )
 
 

@@ -110,6 +110,10 @@ class BuildRequest:
     deploy_host: HostRun | None = None
 
 
+# Real GGUF files carry tens of metadata keys with names of tens of characters: a file with
+# more, or longer, keeps no per-key digests (a manifest stays small whatever a file holds).
+MAX_METADATA_DIGESTS = 1000
+MAX_METADATA_KEY_CHARS = 256
 # A declared count may differ from the artifact's own count by rounding only ("25.2B").
 DECLARED_COUNT_TOLERANCE = 0.05
 MAX_PARAMS_SOURCE_CHARS = 500
@@ -482,11 +486,20 @@ def _build_gguf(paths: list[Path], req: BuildRequest) -> BuiltArtifact:
             quantization_version=_int(header.get("general.quantization_version")),
             tensor_data_sha256=tensor_data,
             tokenizer_sha256=tokenizer_digest,
+            metadata_sha256=_metadata_digests(header.kv_digests),
         ),
         runtime=RuntimeRequirements(runtime="llama.cpp"),
         golden_prompts=list(req.golden_prompts),
     )
     return BuiltArtifact(finalize(manifest), root)
+
+
+def _metadata_digests(kv_digests: dict[str, str]) -> dict[str, str] | None:
+    if len(kv_digests) > MAX_METADATA_DIGESTS or any(
+        len(key) > MAX_METADATA_KEY_CHARS for key in kv_digests
+    ):
+        return None
+    return dict(kv_digests)
 
 
 def _chat_template_sha256(directory: Path) -> str | None:

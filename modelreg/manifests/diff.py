@@ -48,6 +48,9 @@ class ManifestDiff:
     # changed: the weights did not change independently of it.
     weights_follow_quantization: bool = False
     base_unknown: bool = False  # either side lacks its base model's revision
+    # GGUF on both sides: the metadata keys added, removed or with another value (None: a side
+    # is not GGUF or recorded no per-key digests).
+    metadata_keys: list[str] | None = None
 
     @property
     def changed(self) -> list[str]:
@@ -175,6 +178,31 @@ def _quantization_notes(a: Manifest, b: Manifest) -> tuple[list[str], list[str]]
     return notes, [name for name, _, _ in changes] if both else []
 
 
+def _metadata_changes(a: Manifest, b: Manifest) -> tuple[list[str] | None, list[str]]:
+    """(the GGUF metadata keys that differ, notes naming them) from the per-key digests."""
+    if a.gguf is None or b.gguf is None:
+        return None, []
+    da, db = a.gguf.metadata_sha256, b.gguf.metadata_sha256
+    if da is None or db is None:
+        files_differ = {f.sha256 for f in a.files} != {f.sha256 for f in b.files}
+        if not files_differ:
+            return None, []
+        which = " and ".join(n for n, d in (("A", da), ("B", db)) if d is None)
+        return None, [
+            f"gguf metadata: which keys changed is unknown ({which} recorded without per-key "
+            "digests)"
+        ]
+    changed = sorted(k for k in da.keys() & db.keys() if da[k] != db[k])
+    added, removed = sorted(db.keys() - da.keys()), sorted(da.keys() - db.keys())
+    parts = [
+        f"{', '.join(keys)} {what}"
+        for keys, what in ((changed, "changed"), (added, "added"), (removed, "removed"))
+        if keys
+    ]
+    notes = [f"gguf metadata: {'; '.join(parts)}"] if parts else []
+    return sorted([*changed, *added, *removed]), notes
+
+
 def diff_manifests(a: Manifest, b: Manifest) -> ManifestDiff:
     sections = [
         SectionDiff("identity", _identity(a), _identity(b)),
@@ -211,6 +239,8 @@ def diff_manifests(a: Manifest, b: Manifest) -> ManifestDiff:
             f"base model: {_shown(a.base_model)}@{_shown(a.base_model_revision)} → "
             f"{_shown(b.base_model)}@{_shown(b.base_model_revision)}"
         )
+    metadata_keys, metadata_notes = _metadata_changes(a, b)
+    notes += metadata_notes
     quant_notes, changed_fields = _quantization_notes(a, b)
     notes += quant_notes
     by_name = {s.name: s for s in sections}
@@ -234,4 +264,5 @@ def diff_manifests(a: Manifest, b: Manifest) -> ManifestDiff:
         recipe_changes=changed_fields,
         weights_follow_quantization=follows,
         base_unknown=a.base_model_revision is None or b.base_model_revision is None,
+        metadata_keys=metadata_keys,
     )

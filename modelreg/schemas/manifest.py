@@ -421,6 +421,11 @@ class GGUFFacts(BaseModel):
     tensor_data_sha256: Sha256 | None = None
     # sha256 over the raw tokenizer.ggml.* key/values (vocabulary, merges, special tokens).
     tokenizer_sha256: Sha256 | None = None
+    # Each metadata key -> sha256 of its raw key/value bytes (the first shard's), so that a
+    # diff names the keys a metadata-only edit changed. None: not recorded (a record added
+    # before modelreg kept them, or a file with more keys than MAX_METADATA_DIGESTS). Derived
+    # from bytes the files' sha256 already identify: not part of the record's identity.
+    metadata_sha256: dict[str, Sha256] | None = None
 
 
 class NeuronModule(BaseModel):
@@ -653,7 +658,7 @@ class Manifest(BaseModel):
         their defaults are left out too, so a later modelreg that learns a new optional fact
         still gives an artifact that does not have it the same identity.
         """
-        facts = self.model_dump(mode="json", exclude=set(JUDGMENT_FIELDS), exclude_defaults=True)
+        facts = self.model_dump(mode="json", exclude=IDENTITY_EXCLUDED, exclude_defaults=True)
         canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -664,6 +669,12 @@ class Manifest(BaseModel):
 
 # What the manifest says *about* the facts: stored with it, never part of its identity.
 JUDGMENT_FIELDS = frozenset({"hold_reasons", "label_checks", "notes"})
+# Left out of the identity digest: the judgments, and digests of parts of bytes the files'
+# sha256 already identify (the same bytes are the same record, whichever modelreg added them).
+IDENTITY_EXCLUDED: dict[str, Any] = {
+    **dict.fromkeys(JUDGMENT_FIELDS, True),
+    "gguf": {"metadata_sha256": True},
+}
 
 
 def record_id_for(identity_digest: str) -> str:

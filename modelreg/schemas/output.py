@@ -523,6 +523,12 @@ class DiffOutput(Output):
     attribution_warning: str | None
     notes: list[str]
     sections: dict[str, DiffSection]
+    metadata_keys: list[str] | None = Field(
+        default=None,
+        description="GGUF: the metadata keys added, removed or with another value from A to B "
+        "(e.g. general.name, tokenizer.chat_template); null when a side is not GGUF or was "
+        "recorded without per-key digests.",
+    )
 
 
 class Sizes(_Out):

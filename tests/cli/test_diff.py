@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from modelreg.manifests.build import build_manifest
+from modelreg.schemas.manifest import Manifest
 from tests.helpers import SMOL_BASE
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -28,6 +29,8 @@ def test_chat_template_edit_is_metadata_only(
     assert code == 0
     assert report["metadata_only"] is True
     assert "metadata only: tensor data identical" in report["notes"]
+    assert report["metadata_keys"] == ["tokenizer.chat_template"]
+    assert "gguf metadata: tokenizer.chat_template changed" in report["notes"]
     assert report["changed_dimensions"] == ["tokenizer/template"]
     assert report["sections"]["weights"]["changed"] is False
     assert report["sections"]["files"]["changed"] is True
@@ -72,3 +75,42 @@ def test_tensor_data_digest_is_the_data_region(smollm2: Path) -> None:
         fh.seek(start)
         expected = hashlib.sha256(fh.read()).hexdigest()
     assert manifest.gguf is not None and manifest.gguf.tensor_data_sha256 == expected
+
+
+def test_diff_names_the_gguf_metadata_keys_that_changed(cli, tmp_path: Path) -> None:
+    from tests.helpers import write_gguf
+
+    tensors = {"token_embd.weight": (64, 16)}
+    a_path = write_gguf(tmp_path / "a.gguf", tensors, metadata={"general.name": "alpha"})
+    b_path = write_gguf(
+        tmp_path / "b.gguf", tensors, metadata={"general.name": "beta", "general.license": "mit"}
+    )
+    facts = ("--model-id", "t/m", "--source", "pypi://t-m==1.0", "--license", "mit")
+    a, b = (cli("add", p, *facts)[1].strip() for p in (a_path, b_path))
+    code, out, _ = cli("diff", a, b, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["metadata_only"] is True
+    assert report["metadata_keys"] == ["general.license", "general.name"]
+    assert "gguf metadata: general.name changed; general.license added" in report["notes"]
+    code, out, _ = cli("diff", a, b)
+    assert "gguf metadata: general.name changed; general.license added\n" in out
+    assert json.loads(cli("diff", b, a, "--json")[1])["notes"][1] == (
+        "gguf metadata: general.name changed; general.license removed"
+    )
+
+    # The per-key digests are not part of the identity: a record added before modelreg kept
+    # them has the id the same bytes get now, and its diff says what it cannot name.
+    built = build_manifest([a_path], model_id="t/m", source="pypi://t-m==1.0", license_id="mit")
+    manifest = built.manifest.model_dump(mode="json")
+    assert set(manifest["gguf"]["metadata_sha256"]) == {"general.architecture", "general.name"}
+    manifest["gguf"].pop("metadata_sha256")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(manifest))
+    assert Manifest.model_validate(manifest).record_id == a
+    shown = json.loads(cli("show", b, "--json")[1])["manifest"]
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(shown))
+    report = json.loads(cli("diff", old, new, "--json")[1])
+    assert report["metadata_keys"] is None and report["notes"][1] == (
+        "gguf metadata: which keys changed is unknown (A recorded without per-key digests)"
+    )
