@@ -472,7 +472,7 @@ def list_records(
             r.format,
             r.license or "unknown",
             f"{item.total_parameters:,}" if item.total_parameters is not None else "unknown",
-            f"{item.bits_per_weight:.2f}" if item.bits_per_weight else "",
+            "unknown" if item.bits_per_weight is None else f"{item.bits_per_weight:.2f}",
             state_text(r),
             f"{r.created_at:%Y-%m-%d %H:%M}",
         ]
@@ -548,6 +548,29 @@ def _recipe_lines(m: Any) -> list[str]:
     return lines
 
 
+def _arch_line(a: Any) -> str:
+    """``arch  llama  layers 30  hidden 576  heads 9/3 kv  context 8,192``: the figures the
+    artifact states, then those it does not, named as unknown (never "None")."""
+
+    def n(value: int | None) -> str | None:
+        return None if value is None else f"{value:,}"
+
+    heads, kv = a.head_count, a.head_count_kv
+    figures = [("layers", n(a.block_count)), ("hidden", n(a.embedding_length))]
+    if heads is not None and kv is not None:
+        figures.append(("heads", f"{heads:,}/{kv:,} kv"))
+    else:
+        figures += [("heads", n(heads)), ("kv heads", n(kv))]
+    figures.append(("context", n(a.context_length)))
+    if a.expert_count:
+        used = a.expert_used_count
+        figures.append(("experts", f"{used:,}/{a.expert_count:,}" if used is not None else None))
+    shown = "  ".join(f"{name} {text}" for name, text in figures if text is not None)
+    unknown = [name for name, text in figures if text is None]
+    gaps = f"  ({', '.join(unknown)} unknown)" if unknown else ""
+    return f"arch       {a.architecture}  {shown}{gaps}".rstrip()
+
+
 def manifest_lines(m: Any) -> list[str]:
     lines = [
         f"model      {m.model_id or 'unknown'}",
@@ -556,13 +579,8 @@ def manifest_lines(m: Any) -> list[str]:
         f"base model {_base_model(m)}",
         f"format     {m.format}   runtime {m.runtime.runtime}",
     ]
-    a = m.architecture
-    if a.architecture:
-        lines.append(
-            f"arch       {a.architecture}  layers {a.block_count}  hidden {a.embedding_length}  "
-            f"heads {a.head_count}/{a.head_count_kv} kv  context {a.context_length}"
-            + (f"  experts {a.expert_used_count}/{a.expert_count}" if a.expert_count else "")
-        )
+    if m.architecture.architecture:
+        lines.append(_arch_line(m.architecture))
     p = m.parameters
     lines += [
         f"params     total {_count(p.total)}",

@@ -180,3 +180,23 @@ def test_a_suite_key_it_does_not_know_shows_the_accepted_form(cli, tmp_path) -> 
         "field max_token: Extra inputs are not permitted — did you mean 'max_tokens'? a case "
         "accepts: id, prompt, expect, subset, max_tokens, chat, note, long_context\n"
     )
+
+
+def test_unknown_figures_say_unknown_and_rates_keep_their_digits(cli, tmp_path) -> None:
+    from modelreg.schemas.suite import Resources, SuiteResult
+    from modelreg.validators.smoke import describe_result
+    from tests.helpers import write_gguf
+
+    path = write_gguf(
+        tmp_path / "m.gguf", {"token_embd.weight": (64, 16)}, metadata={"llama.block_count": 2}
+    )
+    code, out, _ = cli("inspect", path)
+    assert code == 0 and "None" not in out
+    assert "arch       llama  layers 2  (hidden, heads, kv heads, context unknown)\n" in out
+    add_synthetic(modelreg.open(), 1)  # no quantization recorded
+    code, out, _ = cli("list")
+    assert out.splitlines()[1].split()[4:6] == ["1,001", "unknown"]  # params, bits/weight
+    slow = SuiteResult.model_construct(
+        suite_name="s", cases=[], subsets=[], resources=Resources(decode_tokens_per_s=0.46)
+    )
+    assert describe_result(slow) == "suite s: 0/0 passed; decode 0.46 tok/s"
