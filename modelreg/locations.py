@@ -351,18 +351,13 @@ def _umask() -> int:
 
 
 def _copy_hashed(source: Path, destination: Path, progress: Progress) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    size = 0
+    from modelreg.hashedfile import HashedWriter
+
     with source.open("rb") as src, destination.open("xb") as dst:
+        out = HashedWriter(dst, progress)
         while chunk := src.read(_CHUNK):
-            digest.update(chunk)
-            dst.write(chunk)
-            size += len(chunk)
-            if progress:
-                progress(len(chunk))
-        dst.flush()
-        os.fsync(dst.fileno())
-    return size, digest.hexdigest()
+            out.write(chunk)
+        return out.finish()
 
 
 def _staging_for(files: Sequence[WantedFile], to: Path) -> Path:

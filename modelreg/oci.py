@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from modelreg.hashedfile import HashedWriter
 from modelreg.s3 import PRESENCE_TTL_S, NotCached, Unavailable
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
@@ -333,8 +334,7 @@ def download(
         layers = _layers(_manifest(client, reference))
         if layers.get(path) != (f"sha256:{sha256}", size):
             raise Unavailable(f"{path}: not in the artifact with sha256 {sha256}")
-        digest = hashlib.sha256()
-        written = 0
+        out: HashedWriter | None = None
         try:
             with (
                 client.stream(f"/v2/{reference.repository}/blobs/sha256:{sha256}", {}) as answer,
@@ -342,19 +342,15 @@ def download(
             ):
                 if answer.status_code != 200:
                     raise _refusal(answer, f"reading {path}")
+                out = HashedWriter(fh, progress)
                 for chunk in answer.iter_bytes(_CHUNK):
-                    fh.write(chunk)
-                    digest.update(chunk)
-                    written += len(chunk)
-                    if progress:
-                        progress(len(chunk))
-                fh.flush()
-                os.fsync(fh.fileno())
+                    out.write(chunk)
+                return out.finish()
         except Unavailable:
             raise
         except Exception as exc:
-            raise Unavailable(f"{path}: {_why(exc)} at byte {written:,} of {size:,}") from None
-        return written, digest.hexdigest()
+            at = out.written if out else 0
+            raise Unavailable(f"{path}: {_why(exc)} at byte {at:,} of {size:,}") from None
     finally:
         client.close()
 

@@ -17,7 +17,6 @@ again from disk: the digest always covers every byte).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -27,6 +26,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from modelreg.hashedfile import HashedWriter
 
 PART_BYTES = 8 << 20
 WORKERS = 4
@@ -238,15 +239,14 @@ def download(
     """Fetch ``obj`` into ``part``, resuming after the bytes already there; return (size,
     sha256) of the whole file. Raises ``Unavailable(partial=True)`` when a range failed after
     its retries: ``part`` then holds a prefix of the object for the next fetch to resume."""
-    digest = hashlib.sha256()
     have = part.stat().st_size if part.exists() else 0
     if have > obj.size:
         part.unlink()
         have = 0
     with part.open("ab" if have else "xb") as fh, part.open("rb") as back:
+        out = HashedWriter(fh, progress)
         while have and (chunk := back.read(PART_BYTES)):  # the kept prefix, hashed again
-            digest.update(chunk)
-        written = have
+            out.seed(chunk)
         starts = range(have, obj.size, PART_BYTES)
         with ThreadPoolExecutor(WORKERS, thread_name_prefix="s3-range") as pool:
             pending: deque[Future[bytes]] = deque()
@@ -262,21 +262,14 @@ def download(
                 submit()
             try:
                 while pending:
-                    data = pending.popleft().result()
-                    fh.write(data)
-                    digest.update(data)
-                    written += len(data)
-                    if progress:
-                        progress(len(data))
+                    out.write(pending.popleft().result())
                     submit()
             except Unavailable as exc:
                 for future in pending:
                     future.cancel()
-                fh.flush()
-                os.fsync(fh.fileno())
+                out.sync()
                 raise Unavailable(
-                    f"{exc.reason} at byte {written:,} of {obj.size:,}", partial=written > 0
+                    f"{exc.reason} at byte {out.written:,} of {obj.size:,}",
+                    partial=out.written > 0,
                 ) from None
-        fh.flush()
-        os.fsync(fh.fileno())
-    return written, digest.hexdigest()
+        return out.finish()
