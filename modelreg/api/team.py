@@ -217,7 +217,7 @@ class Team(Core):
             raise NotFound(
                 f"webhook {webhook_id} not found", "list them with: modelreg webhooks list"
             ) from None
-        hook = next(h for h in hooks.listed(include_removed=True) if h.id == webhook_id)
+        hook = hooks.get(webhook_id)
         return WebhookRemoveOutput(webhook=_webhook_out(hook), changed=changed, cancelled=cancelled)
 
     def deliver_webhooks(

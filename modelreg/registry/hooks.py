@@ -99,7 +99,7 @@ class Webhooks:
             tx.session.flush()
             detail = {"webhook_id": row.id, "url": _shown(url), "events": list(events)}
             tx.session.add(event_row("webhook-add", actor, detail=detail))
-            return _stored(row, {}, None)
+            return _stored(row, {}, None)  # new: no delivery counted, none attempted
 
     def remove(self, hook_id: int, actor: str, why: str | None) -> tuple[bool, int]:
         """Stop sending to a webhook; its pending deliveries are cancelled. Returns whether
@@ -124,20 +124,34 @@ class Webhooks:
             tx.session.flush()
             return True, int(cancelled)
 
-    def listed(self, include_removed: bool = False) -> list[StoredWebhook]:
+    def get(self, hook_id: int) -> StoredWebhook:
+        """One webhook, removed or not, with its delivery counts; ``LookupError`` when there
+        is no such webhook."""
+        found = self.listed(include_removed=True, only=hook_id)
+        if not found:
+            raise LookupError(hook_id)
+        return found[0]
+
+    def listed(
+        self, include_removed: bool = False, *, only: int | None = None
+    ) -> list[StoredWebhook]:
+        """Every webhook (``only``: that one), with its deliveries counted by status and its
+        newest attempt."""
         d = WebhookDeliveryRow
         with self.store.read() as reads:
             session = reads.session
             query = select(WebhookRow).order_by(col(WebhookRow.id))
+            counting = select(d.webhook_id, d.status, func.count()).group_by(
+                col(d.webhook_id), col(d.status)
+            )
             if not include_removed:
                 query = query.where(col(WebhookRow.removed_at).is_(None))
+            if only is not None:
+                query = query.where(col(WebhookRow.id) == only)
+                counting = counting.where(col(d.webhook_id) == only)
             rows = session.exec(query).all()
             counts: dict[int, dict[str, int]] = {}
-            for hook_id, status, n in session.exec(
-                select(d.webhook_id, d.status, func.count()).group_by(
-                    col(d.webhook_id), col(d.status)
-                )
-            ).all():
+            for hook_id, status, n in session.exec(counting).all():
                 counts.setdefault(hook_id, {})[status] = n
             hooks = []
             for row in rows:
