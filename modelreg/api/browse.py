@@ -96,7 +96,9 @@ class Browse(Core):
         if offset < 0 or not 1 <= limit <= 1000:
             raise InvalidInput("`offset` must be ≥ 0 and `limit` from 1 to 1000")
         with self.store.read() as reads:
-            records = reads.records(model)
+            # A verdict that needs a run on the target: only records with one are judged.
+            ran = now in ("deployable", "stale")
+            records = reads.records(model, verified_on=target if ran else None)
             records.reverse()  # newest first
             ids = [r.id for r in records]
             states = reads.states(ids)
