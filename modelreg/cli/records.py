@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -129,6 +130,56 @@ RecipeOption = Annotated[
 
 GiB = 1 << 30
 
+# The options that go into a manifest — name, typer annotation, default — shared by `add` and
+# `inspect`, so that the same options give the same record id whichever built the manifest.
+MANIFEST_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("model_id", ModelIdOption, None),
+    ("source", SourceOption, None),
+    ("license_id", LicenseOption, None),
+    ("prompt", PromptOption, None),
+    ("expect", ExpectOption, None),
+    ("recipe", RecipeOption, None),
+    ("effective", EffectiveOption, None),
+    ("effective_source", EffectiveSourceOption, None),
+    ("trust_cache", TrustCacheOption, False),
+    ("base_model", BaseModelOption, None),
+    ("total_params", TotalParamsOption, None),
+    ("active_params", ActiveParamsOption, None),
+    ("params_source", ParamsSourceOption, None),
+    ("compile_peak_gib", CompilePeakOption, None),
+    ("compile_swap_gib", CompileSwapOption, None),
+    ("deploy_peak_gib", DeployPeakOption, None),
+    ("deploy_swap_gib", DeploySwapOption, None),
+    ("cold_start_seconds", ColdStartOption, None),
+    ("host_source", HostSourceOption, None),
+)
+
+
+def manifest_options(command: Callable[..., int]) -> Callable[..., int]:
+    """Give ``command`` every manifest option (``MANIFEST_OPTIONS``) in place of its
+    ``manifest`` parameter, which receives them as ``modelreg.inspect``'s keyword options."""
+    from functools import wraps
+    from inspect import Parameter, Signature
+
+    own = Signature.from_callable(command, eval_str=True)
+    group = [
+        Parameter(name, Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
+        for name, annotation, default in MANIFEST_OPTIONS
+    ]
+    parameters = [
+        q for p in own.parameters.values() for q in (group if p.name == "manifest" else [p])
+    ]
+
+    @wraps(command)
+    def with_manifest_options(**given: Any) -> int:
+        flags = {name: given.pop(name) for name, _, _ in MANIFEST_OPTIONS}
+        return command(**given, manifest=_manifest_options(**flags))
+
+    # typer reads the parameters from the signature (and their annotations).
+    with_manifest_options.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]
+    with_manifest_options.__annotations__ = {p.name: p.annotation for p in parameters}
+    return with_manifest_options
+
 
 def _host_run(
     job: str, peak: float | None, swap: float | None, seconds: float | None, source: str | None
@@ -153,7 +204,8 @@ def _host_run(
     )
 
 
-def _options(
+def _manifest_options(
+    *,
     model_id: str | None,
     source: str | None,
     license_id: str | None,
@@ -162,13 +214,19 @@ def _options(
     recipe: Path | None,
     effective: int | None,
     effective_source: str | None,
+    trust_cache: bool,
     base_model: str | None,
-    total_params: int | None = None,
-    active_params: int | None = None,
-    params_source: str | None = None,
-    compile_host: Any = None,
-    deploy_host: Any = None,
+    total_params: int | None,
+    active_params: int | None,
+    params_source: str | None,
+    compile_peak_gib: float | None,
+    compile_swap_gib: float | None,
+    deploy_peak_gib: float | None,
+    deploy_swap_gib: float | None,
+    cold_start_seconds: float | None,
+    host_source: str | None,
 ) -> dict[str, Any]:
+    """The manifest flags as ``modelreg.inspect``'s keyword options (``ManifestOptions``)."""
     from modelreg.errors import InvalidInput
 
     if expect is not None and not prompt:
@@ -185,51 +243,27 @@ def _options(
         "recipe": recipe,
         "effective_params": effective,
         "effective_source": effective_source,
+        "trust_cache": trust_cache,
         "base_model": base_model,
         "total_params": total_params,
         "active_params": active_params,
         "params_source": params_source,
-        "compile_host": compile_host,
-        "deploy_host": deploy_host,
+        "compile_host": _host_run("compile", compile_peak_gib, compile_swap_gib, None, host_source),
+        "deploy_host": _host_run(
+            "deploy", deploy_peak_gib, deploy_swap_gib, cold_start_seconds, host_source
+        ),
     }
 
 
 @app.command()
-def inspect(
-    paths: PathsArg,
-    model_id: ModelIdOption = None,
-    source: SourceOption = None,
-    license_id: LicenseOption = None,
-    prompt: PromptOption = None,
-    expect: ExpectOption = None,
-    recipe: RecipeOption = None,
-    effective: EffectiveOption = None,
-    effective_source: EffectiveSourceOption = None,
-    base_model: BaseModelOption = None,
-    total_params: TotalParamsOption = None,
-    active_params: ActiveParamsOption = None,
-    params_source: ParamsSourceOption = None,
-    json_out: JsonOption = False,
-) -> int:
-    """Print the manifest that `add` would record (no database)."""
+@manifest_options
+def inspect(paths: PathsArg, manifest: dict[str, Any], json_out: JsonOption = False) -> int:
+    """Print the manifest that `add` would record (no database): the same options give the
+    same record id, and its --json is what POST /api/v1/records takes."""
     from modelreg.api import inspect as inspect_artifact
     from modelreg.schemas.output import InspectOutput
 
-    options = _options(
-        model_id,
-        source,
-        license_id,
-        prompt,
-        expect,
-        recipe,
-        effective,
-        effective_source,
-        base_model,
-        total_params,
-        active_params,
-        params_source,
-    )
-    built = inspect_artifact(paths, progress=HashProgress(), **options)
+    built = inspect_artifact(paths, progress=HashProgress(), **manifest)
     if json_out:
         emit(
             InspectOutput(
@@ -244,28 +278,11 @@ def inspect(
 
 
 @app.command()
+@manifest_options
 def add(
     ctx: typer.Context,
     paths: PathsArg,
-    model_id: ModelIdOption = None,
-    source: SourceOption = None,
-    license_id: LicenseOption = None,
-    prompt: PromptOption = None,
-    expect: ExpectOption = None,
-    recipe: RecipeOption = None,
-    effective: EffectiveOption = None,
-    effective_source: EffectiveSourceOption = None,
-    trust_cache: TrustCacheOption = False,
-    base_model: BaseModelOption = None,
-    total_params: TotalParamsOption = None,
-    active_params: ActiveParamsOption = None,
-    params_source: ParamsSourceOption = None,
-    compile_peak_gib: CompilePeakOption = None,
-    compile_swap_gib: CompileSwapOption = None,
-    deploy_peak_gib: DeployPeakOption = None,
-    deploy_swap_gib: DeploySwapOption = None,
-    cold_start_seconds: ColdStartOption = None,
-    host_source: HostSourceOption = None,
+    manifest: dict[str, Any],
     signature: Annotated[
         Path | None,
         typer.Option(
@@ -279,29 +296,12 @@ def add(
 ) -> int:
     """Record an artifact: identity, license, parameters, quantization, file digests, and
     where its bytes can be fetched."""
-    options = _options(
-        model_id,
-        source,
-        license_id,
-        prompt,
-        expect,
-        recipe,
-        effective,
-        effective_source,
-        base_model,
-        total_params,
-        active_params,
-        params_source,
-        _host_run("compile", compile_peak_gib, compile_swap_gib, None, host_source),
-        _host_run("deploy", deploy_peak_gib, deploy_swap_gib, cold_start_seconds, host_source),
-    )
     result = registry(ctx).add(
         paths,
         signature=signature,
-        trust_cache=trust_cache,
         progress=HashProgress(),
         locations=location or [],
-        **options,
+        **manifest,
     )
     if json_out:
         emit(result)

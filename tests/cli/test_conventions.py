@@ -200,3 +200,36 @@ def test_unknown_figures_say_unknown_and_rates_keep_their_digits(cli, tmp_path) 
         suite_name="s", cases=[], subsets=[], resources=Resources(decode_tokens_per_s=0.46)
     )
     assert describe_result(slow) == "suite s: 0/0 passed; decode 0.46 tok/s"
+
+
+def test_inspect_takes_adds_manifest_options_and_gives_its_record_id(cli, tmp_path) -> None:
+    """A published Neuron bundle states no host figures: declared on the build host with
+    inspect, they are the facts add records, and the JSON POST /api/v1/records takes."""
+    from tests.manifests.test_neuron_bundles import BASE_MODEL, MODEL_ID, SOURCE, _slim_bundle
+
+    bundle = _slim_bundle(tmp_path / "bundle", deploy_host=None, compile_host=None)
+    options = (
+        *("--model-id", MODEL_ID, "--source", SOURCE, "--license", "gemma"),
+        *("--base-model", BASE_MODEL, "--deploy-peak-gib", "10.5", "--deploy-swap-gib", "37"),
+        *("--cold-start-seconds", "95", "--compile-peak-gib", "168"),
+        *("--host-source", "https://example.org/deploy-log"),
+    )
+    code, out, err = cli("inspect", bundle, *options, "--json")
+    assert code == 0, err
+    inspected = json.loads(out)
+    deploy = inspected["manifest"]["neuron"]["deploy_host"]
+    assert deploy["peak_rss_bytes"] == int(10.5 * (1 << 30)) and deploy["seconds"] == 95
+    code, out, _ = cli("add", bundle, *options, "--json")
+    added = json.loads(out)["record"]["record_id"]
+    assert code == 0 and added == inspected["record_id"]
+    without = json.loads(cli("inspect", bundle, *options[:8], "--json")[1])["record_id"]
+    assert without != added  # the host figures are facts of the record
+
+    from tests.server.conftest import serving
+
+    with serving(f"sqlite:///{tmp_path / 'team.db'}") as served:
+        token = served.registry.create_token("ci", "verifier", actor="admin").secret
+        with served.client(token) as client:
+            posted = client.post("/api/v1/records", json=inspected)
+    assert posted.status_code == 201, posted.text
+    assert posted.json()["record"]["record_id"] == added
