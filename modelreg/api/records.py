@@ -301,13 +301,21 @@ class Records(Deploy):
     def fit(
         self, ref: str, target: str, *, compile_host: bool = False, **options: Unpack[FitOptions]
     ) -> FitOutput:
-        """Will the record (or manifest file) fit ``target``'s memory? (``compile_host=True``:
-        can ``target`` compile this Neuron bundle?) For a record verified there, the runtime's
+        """Will the record, manifest file or artifact fit ``target``'s memory?
+        (``compile_host=True``: can ``target`` compile this Neuron bundle?) An artifact — a
+        GGUF file, a checkpoint or Neuron bundle directory, ``hf://org/name@REV`` — is read as
+        ``inspect`` reads it, without hashing. For a record verified there, the runtime's
         measured peak RSS is shown beside the estimate."""
         known_options("fit", options, FitOptions)
-        name, manifest = self.manifest_of(ref)
+        artifact = _is_artifact(ref)
+        if artifact:
+            from modelreg.manifests.build import build_manifest
+
+            name, manifest = ref, build_manifest([ref], digest=False).manifest
+        else:
+            name, manifest = self.manifest_of(ref)
         report = fit(name, manifest, self.target(target), compile_host=compile_host, **options)
-        if name.startswith("r_") and not compile_host:
+        if name.startswith("r_") and not artifact and not compile_host:
             measured = self._measured_peak(name, target)
             if measured is not None:
                 from modelreg.manifests.fit_report import measured_line
@@ -672,6 +680,14 @@ class Records(Deploy):
 
 
 _AGE_RE = re.compile(r"(\d{1,6})([mhd])")
+
+
+def _is_artifact(ref: str) -> bool:
+    """An artifact's path (or hf:// source), not a record id nor a manifest .json file."""
+    path = Path(ref)
+    return ref.startswith("hf://") or (
+        path.exists() and not (path.suffix == ".json" and path.is_file())
+    )
 
 
 def parse_since(value: str | datetime) -> datetime:

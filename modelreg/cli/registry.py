@@ -59,7 +59,13 @@ def _positive_finite(name: str, value: float, low: float = 0.0, high: float | No
 def fit(
     ctx: typer.Context,
     record_ref: Annotated[
-        str, typer.Argument(metavar="RECORD", help="Record id/prefix, or a manifest .json file.")
+        str,
+        typer.Argument(
+            metavar="RECORD|PATH",
+            help="Record id/prefix, a manifest .json file, or an artifact read without hashing "
+            "(a .gguf file, a safetensors checkpoint or Neuron bundle directory, "
+            "hf://org/name@REV).",
+        ),
     ],
     target: TargetOption = "cpu",
     context: Annotated[

@@ -97,6 +97,9 @@ class BuildRequest:
     recipe: QuantRecipe | None = None
     effective: Count | None = None
     trust_cache: bool = False
+    # False: files are not hashed (their sha256 and the GGUF tensor-data digest unknown) — a
+    # description for what needs only the artifact's shape, as fit, never a record.
+    digest: bool = True
     progress: ProgressCallback | None = None
     on_hashing: Any = None
     # Totals published elsewhere (a model card, a paper), for artifacts whose own files do not
@@ -194,6 +197,7 @@ def build_manifest(
     effective: Count | None = None,
     base_model: str | None = None,
     trust_cache: bool = False,
+    digest: bool = True,
     progress: ProgressCallback | None = None,
     on_hashing: Any = None,
     total_params: int | None = None,
@@ -210,7 +214,9 @@ def build_manifest(
     cannot establish itself (provenance ``declared:<params_source>``); ``compile_host`` /
     ``deploy_host`` declare a Neuron bundle's measured host peaks when it states none.
     ``base_model`` is ``org/name@<revision>`` (a 40-hex commit or ``sha256:<64-hex>``) or
-    ``org/name``, revision unknown: what a quantized artifact was made from.
+    ``org/name``, revision unknown: what a quantized artifact was made from. ``digest=False``
+    reads the artifact without hashing it: every sha256 unknown (held for it), for what needs
+    only its shape.
     """
     if not paths:
         raise InvalidInput("no artifact path given")
@@ -233,6 +239,7 @@ def build_manifest(
             recipe=recipe,
             effective=effective,
             trust_cache=trust_cache,
+            digest=digest,
             progress=progress,
             on_hashing=on_hashing,
             total_params=total_params,
@@ -447,19 +454,21 @@ def _build_gguf(paths: list[Path], req: BuildRequest) -> BuiltArtifact:
     base_url = _str(header.get("general.base_model.0.repo_url")) or ""
     gguf_base = base_url.removeprefix("https://huggingface.co/").strip("/")
 
-    if req.on_hashing:
-        req.on_hashing(sum(p.stat().st_size for p in header.paths))
-    pairs = sha256_files_and_regions(header.paths, header.data_offsets, req.progress)
+    pairs: list[tuple[str | None, str | None]] = [(None, None)] * len(header.paths)
+    if req.digest:
+        if req.on_hashing:
+            req.on_hashing(sum(p.stat().st_size for p in header.paths))
+        pairs = list(sha256_files_and_regions(header.paths, header.data_offsets, req.progress))
     files = [
         FileEntry(path=p.name, bytes=p.stat().st_size, sha256=whole, role="weights")
         for p, (whole, _) in zip(header.paths, pairs, strict=True)
     ]
-    region_digests = [region for _, region in pairs]
-    tensor_data = (
-        region_digests[0]
-        if len(region_digests) == 1
-        else hashlib.sha256("".join(region_digests).encode()).hexdigest()
-    )
+    regions = [region for _, region in pairs if region is not None]
+    tensor_data = None
+    if len(regions) == 1:
+        tensor_data = regions[0]
+    elif regions:
+        tensor_data = hashlib.sha256("".join(regions).encode()).hexdigest()
     tokenizer_keys = sorted(k for k in header.kv_digests if k.startswith("tokenizer.ggml."))
     tokenizer_digest = (
         hashlib.sha256("".join(header.kv_digests[k] for k in tokenizer_keys).encode()).hexdigest()
@@ -622,16 +631,16 @@ def _file_entries(
 ) -> list[FileEntry]:
     """Digest every named file (relative paths, concurrently) unless its sha256 is already
     ``known``."""
-    to_hash = [n for n in names if n not in known]
+    to_hash = [n for n in names if n not in known] if req.digest else []
     paths = [directory / n for n in to_hash]
-    if req.on_hashing:
+    if req.on_hashing and to_hash:
         req.on_hashing(sum(p.stat().st_size for p in paths))
-    hashed = dict(zip(to_hash, sha256_files(paths, req.progress), strict=True))
+    hashed = dict(zip(to_hash, sha256_files(paths, req.progress), strict=True)) if paths else {}
     return [
         FileEntry(
             path=n,
             bytes=(directory / n).stat().st_size,
-            sha256=known.get(n) or hashed[n],
+            sha256=known.get(n) or hashed.get(n),
             role=role(n),
         )
         for n in names
@@ -703,8 +712,8 @@ def _build_from_hub(spec: str, req: BuildRequest) -> BuiltArtifact:
     snapshot = resolution.snapshot
     lfs = {rel: blob for rel, blob in resolution.blobs.items() if len(blob) == 64}
     known = dict(lfs) if req.trust_cache else {}
-    to_hash = [rel for rel in sorted(lfs) if rel not in known]
-    if req.on_hashing:
+    to_hash = [rel for rel in sorted(lfs) if rel not in known] if req.digest else []
+    if req.on_hashing and to_hash:
         req.on_hashing(sum((snapshot / rel).stat().st_size for rel in to_hash))
     hashed = sha256_files([snapshot / rel for rel in to_hash], req.progress)
     known |= dict(zip(to_hash, hashed, strict=True))

@@ -70,3 +70,59 @@ def test_fit_of_a_manifest_file_sees_shared_targets(cli, tmp_path: Path) -> None
     assert code == 1, err  # judged against the shared target, not "target not found" (2)
     fit = json.loads(out)
     assert fit["target"] == "edge-box" and fit["verdict"] in {"does not fit", "unknown"}
+
+
+def _no_hashing(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import modelreg.manifests.build as build
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("fit of a path hashed the artifact")
+
+    monkeypatch.setattr(build, "sha256_files", refuse)
+    monkeypatch.setattr(build, "sha256_files_and_regions", refuse)
+
+
+def _same_report(path_fit: dict, record_fit: dict) -> None:  # type: ignore[type-arg]
+    assert path_fit["verdict"] == record_fit["verdict"]
+    assert [(x["key"], x["sizes"]) for x in path_fit["lines"]] == [
+        (x["key"], x["sizes"]) for x in record_fit["lines"] if x["key"] != "measured"
+    ]
+
+
+def test_fit_of_a_gguf_path_reads_it_without_hashing(cli, smollm2: Path, monkeypatch) -> None:
+    record = cli("add", smollm2, "--model-id", "a/b")[1].strip()
+    record_fit = json.loads(cli("fit", record, "--context", "8192", "--json")[1])
+    _no_hashing(monkeypatch)
+    code, out, err = cli("fit", smollm2, "--context", "8192", "--json")
+    assert code == 0, err
+    path_fit = json.loads(out)
+    assert path_fit["record"] == str(smollm2) and path_fit["verdict"] == "fits"
+    _same_report(path_fit, record_fit)
+    code, out, _ = cli("fit", smollm2, "--context", "8192")
+    assert code == 0 and "verdict: fits" in out
+
+
+def test_fit_of_a_bundle_directory(cli, tmp_path: Path, monkeypatch) -> None:
+    from tests.manifests.test_neuron_bundles import _slim_bundle
+
+    bundle = _slim_bundle(tmp_path / "bundle-dir")
+    record = cli("add", bundle, "--model-id", "t/gemma-4-bundle", "--license", "gemma")[1]
+    record_fit = json.loads(cli("fit", record.strip(), "-t", "inf2.xlarge", "--json")[1])
+    _no_hashing(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("fit", "./bundle-dir", "-t", "inf2.xlarge", "--json")
+    assert code == 0, err
+    path_fit = json.loads(out)
+    assert path_fit["record"] == "./bundle-dir" and path_fit["verdict"] == "fits"
+    _same_report(path_fit, record_fit)
+    code, _, err = cli("fit", "./bundle-dir")  # a cpu target: one line, exit 2
+    assert code == 2 and err.startswith("error: ./bundle-dir is a neuron artifact")
+
+
+def test_fit_of_a_checkpoint_directory(cli, smollm2_st: Path, monkeypatch) -> None:
+    record = cli("add", smollm2_st, "--model-id", "a/b", "--license", "apache-2.0")[1].strip()
+    record_fit = json.loads(cli("fit", record, "--json")[1])
+    _no_hashing(monkeypatch)
+    code, out, err = cli("fit", smollm2_st, "--json")
+    assert code == 0, err
+    _same_report(json.loads(out), record_fit)
