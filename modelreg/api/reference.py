@@ -22,7 +22,7 @@ classes of `modelreg.errors` (each with a stable `code`, a `message` and a `hint
 ```python
 import modelreg
 
-with modelreg.open() as registry:            # $MODELREG_DATABASE_URL, else the local SQLite
+with modelreg.open() as registry:  # $MODELREG_DATABASE_URL, else the local SQLite
     added = registry.add(["model.gguf"], model_id="org/name", source="pypi://pkg==1.0")
     report = registry.verify(added.record.record_id, "cpu")
     if report.deployability.deployable:
