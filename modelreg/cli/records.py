@@ -483,6 +483,47 @@ def list_records(
     return 0
 
 
+@app.command()
+def search(
+    ctx: typer.Context,
+    query: Annotated[
+        str,
+        typer.Argument(
+            help="A record id or a prefix of one (r_3f2a…), or a file's sha256 or 8+ hex "
+            "digits of it.",
+            show_default=False,
+        ),
+    ],
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=200, help="At most this many records.")
+    ] = 50,
+    json_out: JsonOption = False,
+) -> int:
+    """Find records by record id prefix or by any file's sha256, newest first (which file
+    matched is named). Exit 1 when none does."""
+    found = registry(ctx).search(query, limit=limit)
+    if json_out:
+        emit(found)
+        return 0 if found.matches else 1
+    if not found.matches:
+        say(f"no record id starts with {found.query!r} and no file's sha256 does")
+        return 1
+    rows = [
+        [
+            m.record.record_id,
+            m.record.model_id,
+            state_text(m.record),
+            f"file {m.file}" if m.matched == "sha256" else "record id",
+            f"{m.record.created_at:%Y-%m-%d %H:%M}",
+        ]
+        for m in found.matches
+    ]
+    print(table(rows, ["record", "model", "state", "matched", "added"]))
+    if found.truncated:
+        say(f"more records match: showing the newest {limit} (--limit)")
+    return 0
+
+
 def _count(c: Any) -> str:
     return "unknown" if c.value is None else f"{c.value:,} ({c.provenance})"
 

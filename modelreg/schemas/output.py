@@ -893,6 +893,7 @@ COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "add": AddOutput,
     "show": ShowOutput,
     "list": ListOutput,
+    "search": SearchOutput,
     "verify": VerifyOutput,
     "verify-stale": VerifyStaleOutput,
     "promote": PromoteOutput,
