@@ -1,7 +1,9 @@
 """Every error modelreg raises on purpose, in one place.
 
 Each error carries a stable ``code`` (for ``--json`` and the HTTP API), a ``message`` that quotes
-the bad value, a ``hint`` that names what to do next, and structured fields. The CLI turns them
+the bad value, a ``hint`` that names what to do next — the Python call that does it
+(``registry.release("r_…", why="...")``; ``cli_hint``: the command, what the CLI and the HTTP
+API show, ``modelreg.hints``) — and structured fields. The CLI turns them
 into one line on stderr (or a JSON object) and an exit code (``exit_code``); nothing else in the
 library decides how an error is shown.
 
@@ -78,8 +80,13 @@ class ModelregError(Exception):
         message = redact_secrets(message)
         hint = redact_secrets(hint) if hint is not None else None
         super().__init__(message)
+        from modelreg.hints import api_wording
+
         self.message = message
-        self.hint = hint
+        # What to do next, written once as the command that does it: the CLI and the HTTP
+        # API show that (``cli_hint``); a Python caller reads the call that does it.
+        self.cli_hint = hint
+        self.hint = api_wording(hint)
 
     def __str__(self) -> str:
         return f"{self.message} — {self.hint}" if self.hint else self.message
@@ -88,12 +95,14 @@ class ModelregError(Exception):
         """(message, hint) in a caller's words: the library names its parameters as
         ``name`` in backticks (``PARAMETERS``), and each caller says them its way — the CLI
         as its flags (``why`` → ``--why``), the HTTP API as its parameters (the name itself).
-        Anything else in backticks is left as it is."""
+        Anything else in backticks is left as it is. The hint is the command that does it
+        (``cli_hint``): a caller that is not Python names commands."""
 
         def say(text: str) -> str:
             return _FIELD.sub(lambda m: names.get(m.group(1), m.group(0)), text)
 
-        return say(self.message), say(self.hint) if self.hint is not None else None
+        hint = self.cli_hint
+        return say(self.message), say(hint) if hint is not None else None
 
 
 class InvalidInput(ModelregError):
@@ -237,7 +246,7 @@ class NoRollbackCandidate(ModelregError):
         """The refusal of a plan whose decision is ``no_candidate`` (``RollbackOutput``): what
         an adapter raises where "no candidate" must be an error (the CLI's exit 1, HTTP 409)."""
         error = cls.__new__(cls)
-        ModelregError.__init__(error, plan.message, plan.hint)
+        ModelregError.__init__(error, plan.message, plan.hint)  # the plan's: a command
         error.model_id, error.target = plan.model_id, plan.target
         return error
 

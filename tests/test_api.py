@@ -121,10 +121,12 @@ def test_rollback_skips_records_that_are_not_deployable_now(registry: Registry) 
     with pytest.raises(NoRollbackCandidate) as caught:
         registry.rollback(MODEL, "cpu", why="incident")
     message = str(caught.value)
-    assert (refused.message, refused.hint) == (caught.value.message, caught.value.hint)
+    # The plan's hint is the command (what the CLI and HTTP show); the error's the call.
+    assert (refused.message, refused.hint) == (caught.value.message, caught.value.cli_hint)
     assert f"production is {r3}" in message
     assert f"{r2} (on hold: suspect)" in message and f"{r1} (retired: too old)" in message
-    assert f"modelreg release {r2}" in message
+    assert f'registry.release("{r2}", why="...")' in message
+    assert f"modelreg release {r2} --why '...'" in str(refused.hint)
 
 
 def test_no_candidate_says_what_is_in_production(registry: Registry) -> None:

@@ -735,7 +735,7 @@ class Deploy(Core):
         if plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
             refusal = self._no_candidate(model_id, target, plan)
             return self._rollback_output(
-                model_id, target, plan, refusal.message, None, hint=refusal.hint
+                model_id, target, plan, refusal.message, None, hint=refusal.cli_hint
             )
         return self._rollback_output(
             model_id, target, plan, _plan_message(model_id, target, plan), None

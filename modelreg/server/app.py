@@ -584,7 +584,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, DBAPIError):
             found = unavailable(exc, registry.url)
             if found is not None:
-                return error_json(503, found.code.value, found.message, found.hint)
+                return error_json(503, found.code.value, found.message, found.cli_hint)
         log.exception("internal error on %s %s", request.method, request.url.path)
         message = f"internal error ({type(exc).__name__}); the server log has the details"
         if _is_page(request):

@@ -87,8 +87,9 @@ def test_reworded_judgments_are_the_same_record(store: Store, smollm2: Path) -> 
 
 
 def test_record_lookup_errors_say_what_to_do(store: Store, smollm2: Path) -> None:
-    with pytest.raises(RecordNotFound, match="modelreg list"):
+    with pytest.raises(RecordNotFound, match=r"registry\.records\(\)") as missing:
         stored(store).record("r_000000000000")
+    assert missing.value.cli_hint == "list records with: modelreg list"
     with pytest.raises(InvalidInput, match="too short"):
         stored(store).record("r_")
     # Find two manifests whose record ids share a 4-hex prefix (birthday odds: a few hundred
