@@ -25,6 +25,9 @@ class _Call:
     # With one of these flags given the call is another one, the first found deciding
     # (rollback --apply: rollback; --drill alone: drill_rollback; else its plan).
     switch: tuple[tuple[str, str], ...] = ()
+    # How the command's own arguments are passed: "text" each a string, "path" a Path,
+    # "list" all of them as one list of paths (add FILE…).
+    arguments: str = "text"
 
 
 _CALLS: dict[str, _Call] = {
@@ -77,8 +80,20 @@ _CALLS: dict[str, _Call] = {
     "db check": _Call("registry.db_check", (), {"--quarantine": ("quarantine", "true")}),
     "db upgrade": _Call("modelreg.upgrade"),
     "targets": _Call("registry.targets"),
+    "targets add": _Call("registry.define_targets", ("path",), arguments="path"),
+    "export": _Call("registry.export", ("output",), arguments="path"),
+    "add": _Call(
+        "registry.add",
+        ("paths",),
+        {
+            "--signature": ("signature", "path"),
+            "--model-id": ("model_id", "value"),
+            "--source": ("source", "value"),
+        },
+        arguments="list",
+    ),
 }
-_COMMAND = re.compile(r"modelreg ((?:token|webhooks|db) [a-z]+|[a-z][a-z-]*)")
+_COMMAND = re.compile(r"modelreg ((?:token|webhooks|db|targets) [a-z]+|[a-z][a-z-]*)")
 _END = re.compile(r"[);]|, |$")
 
 
@@ -148,8 +163,9 @@ def _reword(call: _Call, tail: str) -> tuple[str, str] | None:
             continue
         if not wanted:
             break  # prose after the command
-        wanted.pop(0)
-        arguments.append(_text(token))
+        if call.arguments != "list":
+            wanted.pop(0)
+        arguments.append(f"Path({_text(token)})" if call.arguments == "path" else _text(token))
         used += 1
     given = set(tokens[:used])
     for flag, other in call.switch:
@@ -159,6 +175,8 @@ def _reword(call: _Call, tail: str) -> tuple[str, str] | None:
     if name == "registry.drill_rollback":
         keywords = [k for k in keywords if k != "drill=True"]  # the call is the drill
     rest = " ".join(tokens[used:])
+    if call.arguments == "list":
+        arguments = [f"[{', '.join(arguments)}]"] if arguments else []
     shown = ", ".join(arguments + positional + keywords)
     return f"{name}({shown})", (f" {rest}" if rest else "")
 

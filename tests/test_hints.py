@@ -53,6 +53,19 @@ from tests.helpers import add_synthetic
         ("list them with: modelreg webhooks list", "list them with: registry.webhooks()"),
         ("with: modelreg db check --quarantine", "with: registry.db_check(quarantine=True)"),
         ("run modelreg db upgrade", "run modelreg.upgrade()"),
+        (
+            "share your version: modelreg targets add ~/.config/modelreg/targets.yaml",
+            'share your version: registry.define_targets(Path("~/.config/modelreg/targets.yaml"))',
+        ),
+        (
+            "export again with: modelreg export FILE",
+            'export again with: registry.export(Path("FILE"))',
+        ),
+        (
+            "(add it with: modelreg add PATH --signature BUNDLE)",
+            '(add it with: registry.add(["PATH"], signature=Path("BUNDLE")))',
+        ),
+        ("record it with: modelreg add FILE…", 'record it with: registry.add(["FILE…"])'),
         # Unknown to the table, or an option it has no parameter for: left a command.
         ("see: modelreg targets --help", "see: modelreg targets --help"),
         ("send modelreg inspect --json unchanged", "send modelreg inspect --json unchanged"),
