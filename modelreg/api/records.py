@@ -549,10 +549,11 @@ class Records(Deploy):
                 f"{record.id}: no copy of its files on this host to push",
                 "fetch it first (modelreg fetch RECORD --to DIR) and locate that copy",
             )
-        from modelreg import clock
-
+        # Deterministic: the same record pushed again is the same manifest, so the same digest
+        # (the record's creation time, not the push's: a push a second later must not make a
+        # new artifact of the same bytes).
         annotations = {
-            "org.opencontainers.image.created": clock.utcnow().isoformat(timespec="seconds"),
+            "org.opencontainers.image.created": record.created_at.isoformat(timespec="seconds"),
             "dev.modelreg.record": record.id,
             "dev.modelreg.model": record.model_id,
         }
