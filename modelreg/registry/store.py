@@ -572,6 +572,11 @@ def record_rows(
     return rows
 
 
+def _record_prefix(ref: str) -> str:
+    """A record id or id prefix as given (``r_3f2a`` or ``3f2a``) -> ``r_3f2a``."""
+    return ref if ref.startswith("r_") else f"r_{ref}"
+
+
 def _like_prefix(text: str) -> str:
     """``text`` as a LIKE pattern matching itself literally (escape ``\\``)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -620,7 +625,7 @@ class Reads:
                 f"list the model's records: modelreg list --model {shown}",
             )
         ref = check_length("record reference", ref.strip(), RECORD_REF_MAX)
-        prefix = ref if ref.startswith("r_") else f"r_{ref}"
+        prefix = _record_prefix(ref)
         if len(prefix) < 6:
             raise InvalidInput(
                 f"record reference {ref!r} is too short", "give at least 4 characters of its id"
@@ -644,7 +649,7 @@ class Reads:
         for a record id prefix, or a file's sha256 or a prefix of it; newest records first."""
         text = text.strip().lower()
         found: dict[str, tuple[str, str, str | None]] = {}
-        prefix = text if text.startswith("r_") else f"r_{text}"
+        prefix = _record_prefix(text)
         if len(prefix) >= 6:
             ids = self.session.exec(
                 select(RecordRow.id)

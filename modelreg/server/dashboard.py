@@ -388,8 +388,9 @@ def _lineage(registry: Registry, base: tuple[str | None, str | None], own: str) 
         return None
     if model not in registry.models():
         return Lineage(model, revision, False, None)
-    records = [i.record for i in registry.browse(model=model, limit=1000).records]
-    records = [r for r in records if r.record_id != own]
+    # Newest first, not judged: a link needs no verdict.
+    listed = reversed(registry.records(model).records)
+    records = [i.record for i in listed if i.record.record_id != own]
     pinned = [r for r in records if revision and revision in (r.source or "")]
     pick = pinned[0] if pinned else records[0] if records else None
     return Lineage(model, revision, True, pick.record_id if pick else None)
