@@ -60,6 +60,8 @@ PARAMETERS = (
     "effective_source",
     "since",
     "limit",
+    "prompts",
+    "expect",
 )
 
 

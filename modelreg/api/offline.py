@@ -39,7 +39,7 @@ class ManifestOptions(TypedDict, total=False):
     source: str | None
     license_id: str | None
     prompts: Sequence[str]
-    expect: str
+    expect: str | None  # what each prompt's answer must contain (None: "Paris")
     recipe: Path | None
     effective_params: int | None
     effective_source: str | None
@@ -79,7 +79,7 @@ def inspect(
     source: str | None = None,
     license_id: str | None = None,
     prompts: Sequence[str] = (),
-    expect: str = "Paris",
+    expect: str | None = None,
     recipe: Path | None = None,
     effective_params: int | None = None,
     effective_source: str | None = None,
@@ -104,6 +104,10 @@ def inspect(
     from modelreg.schemas.manifest import Count, GoldenPrompt
 
     declared = None
+    if expect is not None and not prompts:
+        raise InvalidInput("`expect` needs `prompts`", "give the prompt whose answer it checks")
+    if any(not given.strip() for given in [*prompts, *([expect] if expect is not None else [])]):
+        raise InvalidInput("`prompts` and `expect` must not be empty")
     if (effective_params is None) != (effective_source is None):
         raise InvalidInput("`effective_params` and `effective_source` go together")
     if effective_params is not None:
@@ -115,7 +119,7 @@ def inspect(
         model_id=model_id,
         source=source,
         license_id=license_id,
-        golden_prompts=[GoldenPrompt(prompt=p, expect=expect) for p in prompts],
+        golden_prompts=[GoldenPrompt(prompt=p, expect=expect or "Paris") for p in prompts],
         recipe=load_recipe(recipe) if recipe else None,
         effective=declared,
         trust_cache=trust_cache,

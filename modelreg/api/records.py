@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from modelreg import config, rules
-from modelreg.api.core import _only_stale, _write_private
+from modelreg.api.core import _RECORD_ID_RE, _only_stale, _write_private
 from modelreg.api.deploy import Deploy
 from modelreg.api.offline import (
     FitOptions,
@@ -284,6 +284,20 @@ class Records(Deploy):
             events=[event_out(e) for e in events],
         )
 
+    def _subject(self, ref: str) -> tuple[str, Manifest, bool]:
+        """(name, manifest, whether it is a record) of what ``fit`` was given: a record id or
+        prefix (one that reads as an id is the record, even where a file has that name), a
+        manifest ``.json`` file, or an artifact read as ``inspect`` reads it, unhashed."""
+        path = Path(ref)
+        manifest_file = path.suffix == ".json" and path.is_file()
+        a_record = _RECORD_ID_RE.fullmatch(ref.strip()) is not None
+        if not a_record and not manifest_file and (ref.startswith("hf://") or path.exists()):
+            from modelreg.manifests.build import build_manifest
+
+            return ref, build_manifest([ref], digest=False).manifest, False
+        name, manifest = self.manifest_of(ref)
+        return name, manifest, not manifest_file
+
     def manifest_of(self, ref: str) -> tuple[str, Manifest]:
         """(name, manifest) of a record id/prefix, or of a manifest ``.json`` file."""
         path = Path(ref)
@@ -307,15 +321,9 @@ class Records(Deploy):
         ``inspect`` reads it, without hashing. For a record verified there, the runtime's
         measured peak RSS is shown beside the estimate."""
         known_options("fit", options, FitOptions)
-        artifact = _is_artifact(ref)
-        if artifact:
-            from modelreg.manifests.build import build_manifest
-
-            name, manifest = ref, build_manifest([ref], digest=False).manifest
-        else:
-            name, manifest = self.manifest_of(ref)
+        name, manifest, recorded = self._subject(ref)
         report = fit(name, manifest, self.target(target), compile_host=compile_host, **options)
-        if name.startswith("r_") and not artifact and not compile_host:
+        if recorded and not compile_host:
             measured = self._measured_peak(name, target)
             if measured is not None:
                 from modelreg.manifests.fit_report import measured_line
@@ -681,14 +689,6 @@ class Records(Deploy):
 
 
 _AGE_RE = re.compile(r"(\d{1,6})([mhd])")
-
-
-def _is_artifact(ref: str) -> bool:
-    """An artifact's path (or hf:// source), not a record id nor a manifest .json file."""
-    path = Path(ref)
-    return ref.startswith("hf://") or (
-        path.exists() and not (path.suffix == ".json" and path.is_file())
-    )
 
 
 def parse_since(value: str | datetime) -> datetime:

@@ -128,6 +128,8 @@ def _error_line(text: str) -> None:
 # CLI's flags.
 FLAGS = {
     "why": "--why",
+    "prompts": "--prompt",
+    "expect": "--expect",
     "to": "--to",
     "state": "--state",
     "sha256": "--expect-sha256",

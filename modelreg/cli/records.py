@@ -227,19 +227,12 @@ def _manifest_options(
     host_source: str | None,
 ) -> dict[str, Any]:
     """The manifest flags as ``modelreg.inspect``'s keyword options (``ManifestOptions``)."""
-    from modelreg.errors import InvalidInput
-
-    if expect is not None and not prompt:
-        raise InvalidInput("--expect needs --prompt", "give the prompt whose answer it checks")
-    for given in [*(prompt or []), *([expect] if expect is not None else [])]:
-        if not given.strip():
-            raise InvalidInput("--prompt and --expect must not be empty")
     return {
         "model_id": model_id,
         "source": source,
         "license_id": license_id,
         "prompts": prompt or [],
-        "expect": expect or "Paris",
+        "expect": expect,
         "recipe": recipe,
         "effective_params": effective,
         "effective_source": effective_source,

@@ -32,7 +32,7 @@ def test_the_registry_closes_and_reopens_on_use(tmp_path: Path) -> None:
     with modelreg.open(url) as registry:
         assert registry.models() == []
         pool = registry.store.engine.pool
-        assert pool.checkedin() >= 0
+        assert pool.checkedin() >= 1  # the connection that answered is back in the pool
     assert registry.store.engine.pool is not pool  # disposed: a new, empty pool
     assert registry.models() == []  # a later call opens new connections
     registry.close()
@@ -60,3 +60,28 @@ def test_public_signatures_are_typed_and_hide_internals() -> None:
         for name, p in pyinspect.signature(fit_report).parameters.items()
         if p.kind is pyinspect.Parameter.KEYWORD_ONLY
     }
+
+
+def test_prompt_rules_hold_for_every_caller_not_only_the_cli(tmp_path: Path, smollm2: Path) -> None:
+    """``expect`` without ``prompts`` and blank prompts are refused by the library itself (the
+    CLI, POST /api/v1/records' inspect JSON and a notebook go through the same rule)."""
+    from modelreg.errors import InvalidInput
+
+    with modelreg.open(f"sqlite:///{tmp_path / 'r.db'}") as registry:
+        with pytest.raises(InvalidInput, match=r"^`expect` needs `prompts` — "):
+            registry.inspect([smollm2], expect="Lyon")
+        with pytest.raises(InvalidInput, match="must not be empty"):
+            registry.add([smollm2], model_id="a/b", source="pypi://x==1", prompts=[" "])
+        assert registry.records().records == []
+
+
+def test_fit_of_a_record_id_is_the_record_even_where_a_file_has_that_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.helpers import add_synthetic
+
+    with modelreg.open(f"sqlite:///{tmp_path / 'r.db'}") as registry:
+        record_id = add_synthetic(registry, 1)
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / record_id).mkdir()  # a directory named like the record
+        assert registry.fit(record_id, "cpu").record == record_id
