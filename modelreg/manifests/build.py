@@ -55,6 +55,8 @@ from modelreg.manifests.neuron import (
 )
 from modelreg.manifests.recipe import excluded_tensor_types
 from modelreg.schemas.manifest import (
+    MAX_METADATA_DIGESTS,
+    MAX_METADATA_KEY_CHARS,
     MODEL_ID_RE,
     ArchitectureFacts,
     Count,
@@ -114,9 +116,8 @@ class BuildRequest:
 
 
 # Real GGUF files carry tens of metadata keys with names of tens of characters: a file with
-# more, or longer, keeps no per-key digests (a manifest stays small whatever a file holds).
-MAX_METADATA_DIGESTS = 1000
-MAX_METADATA_KEY_CHARS = 256
+# more, or longer, keeps no per-key digests (MAX_METADATA_DIGESTS, MAX_METADATA_KEY_CHARS: the
+# schema's bounds, so a manifest stays small whatever a file holds).
 # A declared count may differ from the artifact's own count by rounding only ("25.2B").
 DECLARED_COUNT_TOLERANCE = 0.05
 MAX_PARAMS_SOURCE_CHARS = 500

@@ -47,6 +47,10 @@ _PROVENANCE_RE = re.compile(r"^(tensors|config|unknown|declared:\S.*)$")
 
 Provenance = Annotated[str, Field(pattern=_PROVENANCE_RE.pattern)]
 Sha256 = Annotated[str, Field(pattern=SHA256_RE.pattern)]
+# GGUF metadata digests kept per key (``GGUFFacts.metadata_sha256``): bounded wherever a
+# manifest comes from — built here, POSTed, imported or read from a file.
+MAX_METADATA_DIGESTS = 1000
+MAX_METADATA_KEY_CHARS = 256
 
 
 def parse_source_pin(source: str) -> str:
@@ -425,7 +429,9 @@ class GGUFFacts(BaseModel):
     # diff names the keys a metadata-only edit changed. None: not recorded (a record added
     # before modelreg kept them, or a file with more keys than MAX_METADATA_DIGESTS). Derived
     # from bytes the files' sha256 already identify: not part of the record's identity.
-    metadata_sha256: dict[str, Sha256] | None = None
+    metadata_sha256: (
+        dict[Annotated[str, Field(max_length=MAX_METADATA_KEY_CHARS)], Sha256] | None
+    ) = Field(default=None, max_length=MAX_METADATA_DIGESTS)
 
 
 class NeuronModule(BaseModel):

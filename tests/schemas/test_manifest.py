@@ -111,3 +111,18 @@ def test_manifest_with_a_model_id_ending_in_newline_is_refused() -> None:
         InvalidInput, match=r"x.json: model_id: Value error, model id 'org/name\\n'"
     ):
         load_manifest(data, origin="x.json")
+
+
+def test_gguf_metadata_digests_are_bounded_wherever_a_manifest_comes_from() -> None:
+    """A manifest POSTed, imported or read from a file carries at most the per-key digests a
+    built one can (1000 keys of at most 256 characters)."""
+    import pydantic
+
+    from modelreg.schemas.manifest import GGUFFacts
+
+    facts = {"version": 3, "alignment": 32, "tensor_count": 1, "kv_count": 1}
+    one = {"general.name": "0" * 64}
+    assert GGUFFacts.model_validate(facts | {"metadata_sha256": one}).metadata_sha256 == one
+    for too_much in ({str(i): "0" * 64 for i in range(1001)}, {"k" * 257: "0" * 64}):
+        with pytest.raises(pydantic.ValidationError):
+            GGUFFacts.model_validate(facts | {"metadata_sha256": too_much})
