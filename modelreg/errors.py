@@ -201,14 +201,16 @@ class ModelNotFound(NotFound):
 class TargetNotFound(NotFound):
     code = ErrorCode.TARGET_NOT_FOUND
 
-    def __init__(self, name: str, known: list[str]) -> None:
+    def __init__(self, name: str, known: list[str], unapplied: str | None = None) -> None:
         suggestion = did_you_mean(name, known)
-        super().__init__(
-            f"target {name!r} not found",
-            _with(suggestion, f"known: {', '.join(known)}; list them with: modelreg targets"),
-        )
+        hint = _with(suggestion, f"known: {', '.join(known)}; list them with: modelreg targets")
+        if unapplied is not None:
+            # Defined in this host's targets file, which no verdict reads: it must be applied.
+            hint = f"it is defined in {unapplied}, not in the registry: modelreg targets apply"
+        super().__init__(f"target {name!r} not found", hint)
         self.name = name
         self.known = known
+        self.unapplied = unapplied
 
 
 class NotDeployable(ModelregError):
@@ -230,6 +232,21 @@ class NotDeployable(ModelregError):
         self.record_id = record_id
         self.target = target
         self.reasons = list(reasons)
+
+
+class NoProduction(ModelregError):
+    """Nothing is production for a model on a target (exit 1): nothing to deploy."""
+
+    exit_code = 1
+    code = ErrorCode.NOT_DEPLOYABLE
+
+    def __init__(self, model_id: str, target: str) -> None:
+        super().__init__(
+            f"nothing is production for {model_id} on {target}",
+            f"promote a verified record: modelreg promote RECORD --target {target}",
+        )
+        self.model_id = model_id
+        self.target = target
 
 
 class NoRollbackCandidate(ModelregError):
@@ -294,7 +311,8 @@ class Forbidden(ModelregError):
 
 class NotFetchable(ModelregError):
     """No location of a record gave every file with the right digest (exit 1): nothing was
-    written to the destination."""
+    written to the destination. ``problems``: what each location gave (``locations.Skipped``)."""
 
     exit_code = 1
     code = ErrorCode.NOT_FETCHABLE
+    problems: list[Any] = []  # noqa: RUF012 - replaced per instance by the fetch that raises

@@ -30,7 +30,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,7 +38,7 @@ from modelreg import host
 from modelreg.deployed_unit import deployed_unit
 
 if TYPE_CHECKING:
-    from modelreg.targets import Target
+    from modelreg.targets import Target, TrustedKey
 
 Fingerprint = dict[str, str]
 
@@ -307,13 +307,10 @@ def libraries_of(fingerprint: Fingerprint) -> tuple[str, ...]:
 # -- the target's definition ---------------------------------------------------------------
 
 
-def _keys_digest(paths: Iterable[str]) -> str:
-    parts = []
-    for path in paths:
-        try:
-            parts.append(Path(path).read_bytes())
-        except OSError:
-            parts.append(f"unreadable:{path}".encode())
+def _keys_digest(keys: Iterable[TrustedKey]) -> str:
+    """One digest over the keys a target trusts, as stored with its definition (a key stored
+    by name only counts as that name: it verifies nothing)."""
+    parts = [key.pem.encode() if key.pem else f"unstored:{key.label}".encode() for key in keys]
     return _digest(parts) if parts else "none"
 
 
@@ -334,7 +331,7 @@ def target_definition(target: Target) -> Fingerprint:
         "swap_gib": f"{target.swap_bytes / GiB:g}" if target.swap_bytes else "0",
         "trust_artifact_keys": _keys_digest(target.trust_artifact_keys),
         "trust_verifier_keys": _keys_digest(target.trust_verifier_keys),
-        "suite": target.suite or "none",
+        "suite": _suite_definition(target),
     }
     if target.serving is not None and target.serving.declared:
         # Only when a serving block declares it: evidence from before serving existed stays as
@@ -354,31 +351,23 @@ def target_definition(target: Target) -> Fingerprint:
     return {f"{TARGET_PREFIX}{k}": v for k, v in definition.items()}
 
 
-def runtime_fingerprint(
-    target: Target,
-    runtime: str,
-    *,
-    libraries: Iterable[str] = (),
-    suite: str | None = None,
-) -> Fingerprint:
-    """The fingerprint evidence for ``runtime`` on ``target`` would carry if produced now.
+def _suite_definition(target: Target) -> str:
+    """The target's suite as its definition names it: a built-in name, or the stored suite's
+    digest (the path it was applied from is a label, not a fact)."""
+    if target.suite is None:
+        return "none"
+    if target.suite_json is None:
+        return target.suite
+    return _digest([target.suite_json.encode()])
 
-    ``libraries``: the shared objects the runtime child mapped (hashed only when this host is
-    the target). ``suite``: "name sha256:…" of the golden suite in force, if one is attached.
-    """
-    fingerprint: Fingerprint = {}
-    if target.is_local:
-        for package in _PACKAGES.get(runtime, ()):
-            fingerprint[package] = _version(package)
-        if runtime == "llama.cpp":
-            fingerprint["llama.cpp build"] = llama_build_digest()
-        if target.kind == "cpu":
-            fingerprint["cpu flags"] = flags_digest(host.cpu_flags())
-        for library in sorted(set(libraries)):
-            fingerprint[f"{LIB_PREFIX}{library}"] = library_digest(library)
-    elif target.cpu_flags is not None:
-        fingerprint["cpu flags"] = flags_digest(target.cpu_flags)
-    fingerprint |= {f"declared {k}": v for k, v in target.runtime.items()}
+
+def definition_fingerprint(target: Target, *, suite: str | None = None) -> Fingerprint:
+    """What a run's evidence was produced under that the registry defines — the target's
+    definition, the runtime it declares, the deployed unit, the suite in force — the same
+    for every reader of the same registry (a host's view of the target — ``for_host`` —
+    counts as the definition it came from)."""
+    target = target.defined
+    fingerprint: Fingerprint = {f"declared {k}": v for k, v in target.runtime.items()}
     fingerprint |= target_definition(target)
     # The deployed unit — image digest, launch command and flags, endpoint — is part of what
     # was verified: a new image or another flag makes the evidence stale.
@@ -387,14 +376,67 @@ def runtime_fingerprint(
     return fingerprint
 
 
-def file_signature(path: str | Path) -> tuple[int, ...] | None:
-    """A file's identity (device, inode, size, mtime, ctime), as the library digests are
-    cached by; None when it is not there."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+def observed_runtime(target: Target, runtime: str, *, libraries: Iterable[str] = ()) -> Fingerprint:
+    """What this host runs for ``runtime``: package versions, the llama.cpp build's library
+    digests, the CPU flags (a CPU target), and the digest of every shared object in
+    ``libraries`` that is here (the ones the runtime child mapped). Host facts: they enter a
+    verdict only as recorded evidence (a run, a host report)."""
+    fingerprint: Fingerprint = {}
+    for package in _PACKAGES.get(runtime, ()):
+        fingerprint[package] = _version(package)
+    if runtime == "llama.cpp":
+        fingerprint["llama.cpp build"] = llama_build_digest()
+    if target.kind == "cpu":
+        fingerprint["cpu flags"] = flags_digest(host.cpu_flags())
+    for library in sorted(set(libraries)):
+        digest = library_digest(library)
+        if digest != "missing":
+            fingerprint[f"{LIB_PREFIX}{library}"] = digest
+    return fingerprint
+
+
+def runtime_installed(runtime: str, observed: Fingerprint) -> bool:
+    """Whether ``observed`` (``observed_runtime``) says every package of ``runtime`` is here."""
+    packages = _PACKAGES.get(runtime, ())
+    return bool(packages) and all(
+        observed.get(p, "not installed") != "not installed" for p in packages
+    )
+
+
+def runtime_fingerprint(
+    target: Target,
+    runtime: str,
+    *,
+    libraries: Iterable[str] = (),
+    suite: str | None = None,
+) -> Fingerprint:
+    """The fingerprint of evidence a verify on this host produces for ``runtime`` on
+    ``target``: what the host runs (``observed_runtime``; only when it is one of the target's
+    hosts — ``targets.for_host``) and what the registry defines (``definition_fingerprint``)."""
+    observed = observed_runtime(target, runtime, libraries=libraries) if target.is_local else {}
+    return observed | definition_fingerprint(target, suite=suite)
+
+
+def is_runtime_key(key: str) -> bool:
+    """Whether a fingerprint key is a host fact (a package, the build, CPU flags, a library)
+    rather than one of the registry's definitions."""
+    return not key.startswith((TARGET_PREFIX, UNIT_PREFIX, "declared ")) and key != "suite"
+
+
+def runtime_part(fingerprint: Fingerprint) -> Fingerprint:
+    """The host facts of a fingerprint (``is_runtime_key``)."""
+    return {k: v for k, v in fingerprint.items() if is_runtime_key(k)}
+
+
+def as_reported(evidence: Fingerprint, report: Fingerprint) -> Fingerprint:
+    """The runtime a host report says the target runs, in the shape of ``evidence``'s: every
+    package, build and flag as reported, each library the evidence names as reported where the
+    report hashed it (one it did not hash is not known to have changed)."""
+    current = {k: v for k, v in report.items() if not k.startswith(LIB_PREFIX)}
+    for key, value in evidence.items():
+        if key.startswith(LIB_PREFIX):
+            current[key] = report.get(key, value)
+    return current
 
 
 _LLAMA_LIB_DIRS: dict[tuple[int, ...], Path | None] = {}
@@ -410,23 +452,6 @@ def _llama_lib_dir() -> Path | None:
         _LLAMA_LIB_DIRS.clear()
         _LLAMA_LIB_DIRS[key] = found
     return _LLAMA_LIB_DIRS[key]
-
-
-def fingerprint_inputs(target: Target, runtime: str, libraries: Iterable[str] = ()) -> Hashable:
-    """The identity of everything ``runtime_fingerprint`` reads besides ``target`` itself:
-    its trusted-key files, and on this host the package metadata (every ``sys.path``
-    entry's mtime), llama.cpp's libraries and ``libraries``. While it is unchanged, so is the
-    fingerprint — the same assumption the library digests' cache makes (a file rewritten in
-    place keeps neither its mtime nor its ctime)."""
-    keys = (*target.trust_artifact_keys, *target.trust_verifier_keys)
-    parts: list[object] = [tuple(file_signature(k) for k in keys)]
-    if target.is_local:
-        parts.append(tuple(_mtime(entry) for entry in sys.path))
-        if runtime == "llama.cpp":
-            lib = _llama_lib_dir()
-            parts.append(tuple(file_signature(lib / name) for name in _LLAMA_LIBS) if lib else None)
-        parts.append(tuple(file_signature(library) for library in sorted(set(libraries))))
-    return tuple(parts)
 
 
 def describe_change(old: Fingerprint, new: Fingerprint, target: str | None = None) -> str:

@@ -171,11 +171,6 @@ class _Source:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def problem(self, files: Sequence[tuple[str, int]], cached_only: bool = False) -> str | None:
-        """None when every file (path, bytes) is there with its recorded size, else why not.
-        ``cached_only``: a remote source answers from its cache or raises ``s3.NotCached``."""
-        raise NotImplementedError
-
     def fetch(
         self, wanted: WantedFile, destination: Path, *, single: bool, progress: Progress
     ) -> tuple[int, str]:
@@ -193,7 +188,8 @@ class _Directory(_Source):
             return self.directory  # a one-file record located by its file
         return self.directory / path
 
-    def problem(self, files: Sequence[tuple[str, int]], cached_only: bool = False) -> str | None:
+    def problem(self, files: Sequence[tuple[str, int]]) -> str | None:
+        """None when every file (path, bytes) is here with its recorded size, else why not."""
         for path, size in files:
             candidate = self._file(path, len(files) == 1)
             try:
@@ -228,11 +224,6 @@ class _S3Prefix(_Source):
         self.bucket = bucket
         self.prefix = prefix
 
-    def problem(self, files: Sequence[tuple[str, int]], cached_only: bool = False) -> str | None:
-        from modelreg import s3
-
-        return s3.has_copy(self.bucket, self.prefix, files, self.url, cached_only=cached_only)
-
     def fetch(
         self, wanted: WantedFile, destination: Path, *, single: bool, progress: Progress
     ) -> tuple[int, str]:
@@ -258,11 +249,6 @@ class _OciArtifact(_Source):
         reference = oci.parse_reference(url)
         assert reference is not None and reference.digest is not None  # parse_location's
         self.reference = reference
-
-    def problem(self, files: Sequence[tuple[str, int]], cached_only: bool = False) -> str | None:
-        from modelreg import oci
-
-        return oci.has_copy(self.reference, files, cached_only=cached_only)
 
     def fetch(
         self, wanted: WantedFile, destination: Path, *, single: bool, progress: Progress
@@ -310,31 +296,6 @@ def _source(location: Location) -> tuple[_Source | None, str | None]:
     except ModelregError as exc:
         return None, f"not in the local Hugging Face cache ({exc.message})"
     return _Directory(location.url, resolution.snapshot), None
-
-
-def fetchable_copy(
-    files: Sequence[tuple[str, int]], urls: Sequence[str], *, cached_only: bool = False
-) -> tuple[str | None, str | None]:
-    """The first location that holds every file (path, bytes) with its recorded size — a
-    cheap check by ``stat`` here, by ``HEAD`` on S3 (cached briefly); ``fetch`` checks every
-    sha256 as it copies — or None and why none does. What a rollback candidate and the deploy
-    gate need: bytes someone can get."""
-    problems: list[str] = []
-    for url in urls:
-        try:
-            location = parse_location(url)
-        except ModelregError as exc:
-            problems.append(f"{url}: {exc.message}")
-            continue
-        source, why = _source(location)
-        if source is None:
-            problems.append(f"{url}: {why}")
-            continue
-        problem = source.problem(files, cached_only)
-        if problem is None:
-            return url, None
-        problems.append(f"{url}: {problem}")
-    return None, "; ".join(problems) or "no location recorded"
 
 
 def _umask() -> int:
@@ -433,12 +394,14 @@ def fetch_files(
                     if keep
                     else ""
                 )
-                raise NotFetchable(
+                refused = NotFetchable(
                     f"{wanted.path}: no location has it with sha256 {wanted.sha256} "
                     f"({wanted.bytes} bytes); nothing was written to {to}{resume}. "
                     f"Locations: {problems_text}",
                     "add a location that holds the files: modelreg locate RECORD --add URL",
                 )
+                refused.problems = list(skipped)  # what each location gave: recorded by fetch
+                raise refused
         fetched = [got for got, _ in outcomes if got is not None]
         # Private while it fills; once every file matched, the mode a new directory gets here.
         os.chmod(staging, 0o777 & ~_umask())
@@ -514,3 +477,106 @@ def _fetch_one(
             )
         )
     return None, problems
+
+
+# -- checking a location: every sha256 read there, recorded as a fact -------------------------
+
+_GONE = (
+    "no object",
+    "no such",
+    "not found",
+    "not there",
+    "nosuchkey",
+    "404",
+    "manifest_unknown",
+    "blob_unknown",
+    "mismatch",
+)
+
+
+def says_gone(reason: str) -> bool:
+    """Whether a location's refusal says the bytes are not there or are other bytes (rather
+    than that this host could not ask: no client, no credentials, the network)."""
+    return any(word in reason.lower() for word in _GONE)
+
+
+@dataclass(frozen=True)
+class LocationCheck:
+    """What reading every byte of a record's files at one location found: ``ok`` True (every
+    sha256 matched), False (a file is missing or is other bytes), or None (this host could not
+    read it: no client, another host's path, the network — a note, never a fact about the
+    bytes)."""
+
+    url: str
+    ok: bool | None
+    detail: str
+
+
+def _hash_file(path: Path, progress: Progress) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            if progress is not None:
+                progress(len(chunk))
+    return size, digest.hexdigest()
+
+
+def _other_bytes(wanted: WantedFile, size: int, sha256: str) -> str:
+    return (
+        f"{wanted.path}: other bytes — sha256 {sha256[:16]}… ({size} bytes), recorded "
+        f"{wanted.sha256[:16]}… ({wanted.bytes} bytes)"
+    )
+
+
+def check_location(
+    files: Sequence[WantedFile], url: str, scratch: Path, progress: Progress = None
+) -> LocationCheck:
+    """Read every file of a record at ``url`` and compare each sha256 (a directory here is
+    hashed in place; a remote copy is downloaded into ``scratch``, checked and deleted)."""
+    try:
+        source, why = _source(parse_location(url))
+    except ModelregError as exc:
+        return LocationCheck(url, None, exc.message)
+    if source is None:
+        return LocationCheck(url, None, why or "this host cannot read it")
+    single = len(files) == 1
+    if isinstance(source, _Directory):
+        problem = source.problem([(f.path, f.bytes) for f in files])
+        if problem is not None:
+            return LocationCheck(url, False, problem)
+        for wanted in files:
+            try:
+                size, sha256 = _hash_file(source._file(wanted.path, single), progress)
+            except OSError as exc:
+                return LocationCheck(url, None, f"{wanted.path}: cannot read: {exc.strerror}")
+            if (size, sha256) != (wanted.bytes, wanted.sha256):
+                return LocationCheck(
+                    url,
+                    False,
+                    f"{wanted.path}: sha256 {sha256[:16]}…, recorded {wanted.sha256[:16]}…",
+                )
+        return LocationCheck(url, True, f"every sha256 ({len(files)} file(s))")
+    import tempfile
+
+    from modelreg.s3 import Unavailable
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="check-") as where:
+        for wanted in files:
+            destination = Path(where) / "file"
+            try:
+                size, sha256 = source.fetch(wanted, destination, single=single, progress=progress)
+            except Unavailable as exc:
+                return LocationCheck(url, False if says_gone(exc.reason) else None, exc.reason)
+            finally:
+                destination.unlink(missing_ok=True)
+            if (size, sha256) != (wanted.bytes, wanted.sha256):
+                return LocationCheck(
+                    url,
+                    False,
+                    f"{wanted.path}: sha256 {sha256[:16]}…, recorded {wanted.sha256[:16]}…",
+                )
+    return LocationCheck(url, True, f"every sha256 ({len(files)} file(s))")

@@ -489,12 +489,15 @@ def judge(
     fingerprint: Fingerprint | Callable[[StoredRun], Fingerprint] | None,
     trust: TrustPolicy = TRUST_LOCAL,
     file_digests: dict[str, str] | None = None,
+    *,
+    observed_by: Callable[[StoredRun], str | None] | None = None,
 ) -> Deployability:
     """Deployable on ``target`` iff the record is active, its manifest knows every fact that
     matters, and the run that counts there (``counting_run``) passed every required check
     with evidence produced under the target's current fingerprint — runtime, libraries,
     target definition, suite (``fingerprint``; None skips that comparison — only for callers
-    that have no target definition, never for a gate)."""
+    that have no target definition, never for a gate). ``observed_by``: who reported the
+    runtime ``fingerprint`` names, when it is not the run itself (named in a stale reason)."""
     reasons = [
         Reason(hold_code(r), f"on hold: {r}", "re-add the artifact with the fact given")
         for r in hold_reasons
@@ -537,10 +540,13 @@ def judge(
         changed = sorted(
             k for k in stored.keys() | current.keys() if stored.get(k) != current.get(k)
         )
+        code = _stale_code(changed)
+        said = observed_by(run) if observed_by is not None else None
+        source = f" — as {said} reported" if said and code is ReasonCode.STALE_RUNTIME else ""
         reasons.append(
             Reason(
-                _stale_code(changed),
-                f"stale: {describe_change(stored, current, target)}",
+                code,
+                f"stale: {describe_change(stored, current, target)}{source}",
                 f"modelreg verify {record_id} --target {target}",
             )
         )
@@ -719,7 +725,7 @@ def decide_rollback(
 def _hint(ready: Readiness) -> str | None:
     if not ready.verdict.deployable:
         return next((r.hint for r in ready.verdict.reasons if r.hint), None)
-    return f"modelreg locate {ready.verdict.record_id} --add file://HOST/DIR"
+    return f"modelreg locate {ready.verdict.record_id} --check URL (or --add URL)"
 
 
 def attribution_warning(current: Manifest, candidate: Manifest) -> str | None:

@@ -19,10 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelreg.errors import InvalidInput, ModelregError
 from modelreg.jsonio import parse_json
+
+if TYPE_CHECKING:
+    from modelreg.targets import TrustedKey
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 IN_TOTO_STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -101,19 +104,23 @@ def _private_key(data: bytes, where: str) -> Any:
 
 def load_public_key(path: Path) -> Any:
     """An EC public key from a PEM file; one-line error naming the file."""
+    return public_key_from_pem(_read(path, "public key", MAX_KEY_BYTES), str(path))
+
+
+def public_key_from_pem(data: bytes, where: str) -> Any:
+    """An EC public key from PEM bytes; one-line error naming ``where`` it came from."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    data = _read(path, "public key", MAX_KEY_BYTES)
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:
         raise InvalidInput(
-            f"{path}: not a PEM public key ({str(exc).splitlines()[0]})",
+            f"{where}: not a PEM public key ({str(exc).splitlines()[0]})",
             "export one with: openssl ec -in key.pem -pubout -out key.pub",
         ) from None
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in _CURVES:
-        raise InvalidInput(f"{path}: a {type(key).__name__}; trusted keys are EC P-256/384/521")
+        raise InvalidInput(f"{where}: a {type(key).__name__}; trusted keys are EC P-256/384/521")
     return key
 
 
@@ -332,13 +339,20 @@ def verify_artifact_signature(
     return digests, signer
 
 
-def trusted_keys(paths: list[Path]) -> dict[str, Any]:
-    """key id -> public key, for the key files a target trusts."""
-    keys = {}
-    for path in paths:
-        key = load_public_key(path)
-        keys[key_id(key)] = key
-    return keys
+def trusted_keys(keys: Sequence[TrustedKey]) -> dict[str, Any]:
+    """key id -> public key, for the keys a target trusts (stored with its definition). A key
+    stored by name only (a definition from before keys travelled with it) is refused."""
+    found = {}
+    for trusted in keys:
+        if not trusted.pem:
+            raise InvalidInput(
+                f"key {trusted.label} is named by path only in the target's definition",
+                "apply the target's file again (modelreg targets apply FILE) so the key is "
+                "stored with it",
+            )
+        key = public_key_from_pem(trusted.pem.encode(), trusted.label)
+        found[key_id(key)] = key
+    return found
 
 
 # -- signed verify runs --------------------------------------------------------------------

@@ -33,21 +33,29 @@ User-defined targets come from a YAML file (``$MODELREG_TARGETS`` or
         # (the names of a suite's thresholds; a suite meant for every host has none):
         gates: {min_decode_tokens_per_s: 20, max_ttft_ms: 2000, max_peak_rss_gib: 4}
 
+A definition is a fact of the registry, the same for every reader: a targets file is a way to
+write definitions (``modelreg targets apply FILE``), never read when a verdict is made. Paths in
+the file (trusted keys, a suite) are read when it is applied and their contents stored with the
+definition. The built-in ``cpu`` declares nothing about its hosts: its runtime and CPU flags are
+what verify observed on them (``runtime_reports``).
+
 Checks that need the target's hardware (a real generation) run only on a host that *is* the
-target; elsewhere they report ``unavailable``.
+target (``for_host``); elsewhere they report ``unavailable``.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from modelreg import config, host
+from modelreg import host
 from modelreg.errors import InvalidInput, TargetNotFound
 from modelreg.schemas.manifest import GoldenPrompt, first_error
 from modelreg.schemas.suite import ResourceGates
@@ -59,7 +67,6 @@ GiB = 1 << 30
 # A target name shared through the registry: 1-100 letters, digits, '.', '_' or '-'.
 TARGET_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 SHARED_ORIGIN = "registry"
-LOCAL_ORIGIN = "local:"
 NEURON_CORE_HBM_BYTES = 16 * GiB
 MAX_TARGETS_FILE_BYTES = 1 << 20
 
@@ -132,13 +139,24 @@ class Serving:
 
 
 @dataclass(frozen=True)
+class TrustedKey:
+    """A public key a target trusts: where it was read from when the target was applied (a
+    label, shown), and the key itself (PEM), stored with the definition."""
+
+    label: str
+    pem: str
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     kind: TargetKind
     description: str
     memory_bytes: int | None  # host RAM
     cpu_flags: frozenset[str] | None  # None: not declared
-    is_local: bool  # this host is the target: hardware checks may run here
+    # This host is one of the target's hosts: hardware checks may run here. Never part of a
+    # definition (``all_targets`` gives False): set by ``for_host`` for a verify on this host.
+    is_local: bool = False
     neuron_cores: int = 0
     neuron_devices: int = 0
     golden_prompts: tuple[GoldenPrompt, ...] = ()
@@ -153,11 +171,13 @@ class Target:
     # Trust policy: public keys (PEM files) whose model-signing signature over an artifact's
     # files it requires, and whose signature over a verify run it requires for the run to
     # count. Empty: no signature required.
-    trust_artifact_keys: tuple[str, ...] = ()
-    trust_verifier_keys: tuple[str, ...] = ()
-    # The golden suite every verify on this target runs: a suite file, or a built-in name
-    # ("default-chat"). None: the record's golden prompts, else the Paris check.
+    trust_artifact_keys: tuple[TrustedKey, ...] = ()
+    trust_verifier_keys: tuple[TrustedKey, ...] = ()
+    # The golden suite every verify on this target runs: a built-in name ("default-chat"), or
+    # the path a suite file was applied from (a label) with the suite itself (``suite_json``,
+    # stored with the definition). None: the record's golden prompts, else the Paris check.
     suite: str | None = None
+    suite_json: str | None = None
     # The deployed unit beside the record (modelreg.deployed_unit): a served OpenAI-compatible
     # endpoint (base URL, no credentials) and the environment variable holding its bearer
     # token; or the command that launches the runtime, with {model} and {port} placeholders,
@@ -175,6 +195,16 @@ class Target:
     # Resource gates its hosts must meet on every suite run here (``gates:``), on top of the
     # suite's own; None: none declared.
     gates: ResourceGates | None = None
+    # The stored definition's digest (``spec_digest``; None: built in).
+    spec_sha256: str | None = None
+    # ``for_host``: the definition this host's view was made from (None: this is one).
+    definition: Target | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def defined(self) -> Target:
+        """The registry's definition of the target (what evidence is judged under), never a
+        host's view of it."""
+        return self.definition or self
 
     @property
     def runs_ik_llama(self) -> bool:
@@ -208,14 +238,15 @@ def neuron_device_visible() -> bool:
 
 
 def _builtin() -> dict[str, Target]:
+    """The built-in definitions: the same on every host (nothing here is read from the OS)."""
     targets = {
         "cpu": Target(
             name="cpu",
             kind="cpu",
-            description=f"this host ({host.hostname()}): {host.cpu_model()}",
-            memory_bytes=host.memory_total_bytes(),
-            cpu_flags=host.cpu_flags(),
-            is_local=True,
+            description="any CPU host: its runtime, CPU flags and memory are what verify "
+            "observed there",
+            memory_bytes=None,
+            cpu_flags=None,
         )
     }
     for name, (devices, cores, ram_gib) in INF2_INSTANCES.items():
@@ -226,7 +257,6 @@ def _builtin() -> dict[str, Target]:
             f"{ram_gib} GiB host RAM",
             memory_bytes=ram_gib * GiB,
             cpu_flags=None,
-            is_local=neuron_device_visible(),
             neuron_cores=cores,
             neuron_devices=devices,
             verify_timeout_seconds=DEFAULT_VERIFY_TIMEOUT_SECONDS["neuron"],
@@ -234,16 +264,42 @@ def _builtin() -> dict[str, Target]:
     return targets
 
 
+_BUILTIN = _builtin()
+
+
+def for_host(target: Target) -> Target:
+    """The target as a verify on this host sees it: whether this host is one of its hosts
+    (built-in ``cpu``: any host; an inf2 profile: a host with a Neuron device; a defined
+    target: its ``hosts`` globs), and, for a CPU target that declares no memory, this host's.
+    What a verify observes here enters a verdict only as the evidence it records."""
+    if target.origin == "builtin":
+        here = target.kind == "cpu" or neuron_device_visible()
+    else:
+        here = any(fnmatch.fnmatch(host.hostname(), pattern) for pattern in target.hosts)
+    memory = target.memory_bytes
+    if memory is None and here and target.kind == "cpu":
+        memory = host.memory_total_bytes()
+    return replace(target, is_local=here, memory_bytes=memory, definition=target.defined)
+
+
 def builtin_names() -> frozenset[str]:
     """Names no shared or local target may take."""
     return frozenset({"cpu", *INF2_INSTANCES})
 
 
+MAX_TRUSTED_KEYS = 32
+MAX_KEY_PEM_CHARS = 16_384
+
+
 class _TrustSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    artifact_keys: list[str] = Field(default_factory=list)
-    verifier_keys: list[str] = Field(default_factory=list)
+    # Key files (paths, as labels); ``*_pems``: the keys themselves, read from the files when
+    # the definition is applied (or given inline), in the same order.
+    artifact_keys: list[str] = Field(default_factory=list, max_length=MAX_TRUSTED_KEYS)
+    verifier_keys: list[str] = Field(default_factory=list, max_length=MAX_TRUSTED_KEYS)
+    artifact_key_pems: list[str] = Field(default_factory=list, max_length=MAX_TRUSTED_KEYS)
+    verifier_key_pems: list[str] = Field(default_factory=list, max_length=MAX_TRUSTED_KEYS)
 
 
 class _ServingSpec(BaseModel):
@@ -272,6 +328,8 @@ class _TargetSpec(BaseModel):
     verify_timeout_seconds: float | None = Field(default=None, gt=0, le=86400)
     trust: _TrustSpec = Field(default_factory=_TrustSpec)
     suite: str | None = Field(default=None, min_length=1)
+    # The suite file's content, stored when the definition is applied.
+    suite_content: dict[str, Any] | None = None
     endpoint: str | None = None
     token_env: str | None = None
     require_identity: bool | None = None
@@ -498,9 +556,10 @@ class _TargetsFile(BaseModel):
 
 
 def read_target_specs(path: Path) -> dict[str, _TargetSpec]:
-    """The validated definitions of a targets YAML file (none when it does not exist). Paths
-    in them (trusted keys, suite files) are made absolute against the file's directory, so a
-    definition means the same wherever it is stored (the registry, for shared targets)."""
+    """The validated definitions of a targets YAML file (none when it does not exist), with
+    what their paths name read and stored in them (``_embed``): trusted keys' PEMs and suite
+    files' contents, so a definition means the same on every host that reads it. Paths are
+    resolved against the file's directory and kept as labels."""
     from modelreg.safeyaml import read_yaml_file
 
     if not path.exists():
@@ -517,24 +576,117 @@ def read_target_specs(path: Path) -> dict[str, _TargetSpec]:
         check_length(f"{path}: target name", name, TARGET_NAME_MAX)
         _runtime_fields(path, name, spec)  # bad launch / endpoint / image: refused here
         _serving(path, name, spec)  # a bad serving block, or one the launch contradicts
-        specs[name] = spec.model_copy(
-            update={
-                "trust": _TrustSpec(
-                    artifact_keys=[_relative_to(path.parent, k) for k in spec.trust.artifact_keys],
-                    verifier_keys=[_relative_to(path.parent, k) for k in spec.trust.verifier_keys],
-                ),
-                "suite": spec.suite
-                if spec.suite is None or spec.suite in BUILTIN_SUITES
-                else _relative_to(path.parent, spec.suite),
-            }
+        specs[name] = _embed(
+            spec.model_copy(
+                update={
+                    "trust": spec.trust.model_copy(
+                        update={
+                            "artifact_keys": [
+                                _relative_to(path.parent, k) for k in spec.trust.artifact_keys
+                            ],
+                            "verifier_keys": [
+                                _relative_to(path.parent, k) for k in spec.trust.verifier_keys
+                            ],
+                        }
+                    ),
+                    "suite": spec.suite
+                    if spec.suite is None or spec.suite in BUILTIN_SUITES
+                    else _relative_to(path.parent, spec.suite),
+                }
+            ),
+            f"{path}: targets.{name}",
         )
     return specs
+
+
+def _key_pem(path: str, where: str) -> str:
+    """A trusted key file's public key, as PEM (one line naming the file when it is not one)."""
+    from cryptography.hazmat.primitives import serialization
+
+    from modelreg.signing import load_public_key
+
+    try:
+        key = load_public_key(Path(path))
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: {exc.message}", exc.hint) from None
+    return str(
+        key.public_bytes(
+            encoding=serialization.Encoding.PEM,
+            format=serialization.PublicFormat.SubjectPublicKeyInfo,
+        ).decode()
+    )
+
+
+def _embed(spec: _TargetSpec, where: str, *, read_files: bool = True) -> _TargetSpec:
+    """``spec`` with the keys and suite its paths name read and stored in it: a key given by
+    path and inline (``*_pems``) must be the same count; a suite file is read and validated
+    (``suites.load_suite``). Unreadable: one line naming the target and the file."""
+    trust = spec.trust
+    update: dict[str, Any] = {}
+    pems: dict[str, list[str]] = {}
+    for kind in ("artifact", "verifier"):
+        paths: list[str] = getattr(trust, f"{kind}_keys")
+        given: list[str] = getattr(trust, f"{kind}_key_pems")
+        if given and len(given) != len(paths) and paths:
+            raise InvalidInput(
+                f"{where}.trust: {len(paths)} {kind} key file(s) and {len(given)} inline PEM(s)",
+                f"give the keys as files ({kind}_keys) or inline ({kind}_key_pems), not both",
+            )
+        if paths and (read_files or not given):
+            pems[f"{kind}_key_pems"] = [_key_pem(p, f"{where}.trust") for p in paths]
+        else:
+            pems[f"{kind}_key_pems"] = [
+                _checked_pem(pem, f"{where}.trust.{kind}_key_pems") for pem in given
+            ]
+    update["trust"] = trust.model_copy(update=pems)
+    if (
+        spec.suite is not None
+        and spec.suite not in BUILTIN_SUITES
+        and (spec.suite_content is None or read_files)
+    ):
+        from modelreg.suites import load_suite
+
+        try:
+            suite = load_suite(Path(spec.suite))
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}.suite: {exc.message}", exc.hint) from None
+        update["suite_content"] = suite.model_dump(mode="json")
+    elif spec.suite_content is not None:
+        from modelreg.suites import parse_suite
+
+        parse_suite(spec.suite_content, f"{where}.suite_content")
+    return spec.model_copy(update=update)
+
+
+def _checked_pem(pem: str, where: str) -> str:
+    from cryptography.hazmat.primitives import serialization
+
+    from modelreg.signing import public_key_from_pem
+
+    if len(pem) > MAX_KEY_PEM_CHARS:
+        raise InvalidInput(f"{where}: a key of more than {MAX_KEY_PEM_CHARS} characters")
+    key = public_key_from_pem(pem.encode(), where)
+    return str(
+        key.public_bytes(
+            encoding=serialization.Encoding.PEM,
+            format=serialization.PublicFormat.SubjectPublicKeyInfo,
+        ).decode()
+    )
 
 
 def spec_as_json(spec: _TargetSpec) -> dict[str, Any]:
     """A definition as stored in the registry: JSON, defaults left out (so a later modelreg
     that adds an optional field reads the same definition the same way)."""
     return spec.model_dump(mode="json", exclude_defaults=True)
+
+
+def spec_digest(data: dict[str, Any]) -> str:
+    """The digest of a stored definition: sha256 of its canonical JSON (what the registry
+    keeps with it and compares to tell a changed definition)."""
+    import hashlib
+
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def spec_from_json(name: str, data: dict[str, Any]) -> _TargetSpec:
@@ -562,29 +714,20 @@ def check_shared_spec(name: str, data: Any, where: str) -> dict[str, Any]:
         raise InvalidInput(f"{where}: target {name!r}: {first_error(exc)}") from None
     _runtime_fields(Path(where), name, spec)
     _serving(Path(where), name, spec)
-    paths = [*spec.trust.artifact_keys, *spec.trust.verifier_keys]
-    if spec.suite is not None and spec.suite not in BUILTIN_SUITES:
-        paths.append(spec.suite)
-    relative = [p for p in paths if not Path(p).is_absolute()]
-    if relative:
-        raise InvalidInput(f"{where}: target {name!r}: path {relative[0][:200]!r} is not absolute")
-    return spec_as_json(spec)
+    # Keys and suites travel with the definition (checked here); one exported before they did
+    # names paths only, read here when this host has them (``_embed``), refused otherwise.
+    return spec_as_json(_embed(spec, f"{where}: target {name!r}", read_files=False))
 
 
 def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
-    is_local = any(fnmatch.fnmatch(host.hostname(), pattern) for pattern in spec.hosts)
-    # A target this host belongs to can read what it did not declare from the OS.
     memory = int(spec.memory_gib * GiB) if spec.memory_gib else None
-    if memory is None and is_local and spec.kind == "cpu":
-        memory = host.memory_total_bytes()
-    served = _runtime_fields(Path(origin.removeprefix(LOCAL_ORIGIN)), name, spec)
+    served = _runtime_fields(Path(f"target {name!r}"), name, spec)
     return Target(
         name=name,
         kind=spec.kind,
         description=spec.description or f"user-defined {spec.kind} target",
         memory_bytes=memory,
         cpu_flags=frozenset(spec.cpu_flags) if spec.cpu_flags is not None else None,
-        is_local=is_local,
         neuron_cores=spec.neuron_cores,
         golden_prompts=tuple(spec.golden_prompts),
         origin=origin,
@@ -593,9 +736,12 @@ def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
         swap_bytes=int(spec.swap_gib * GiB) if spec.swap_gib is not None else None,
         verify_timeout_seconds=spec.verify_timeout_seconds
         or DEFAULT_VERIFY_TIMEOUT_SECONDS[spec.kind],
-        trust_artifact_keys=tuple(spec.trust.artifact_keys),
-        trust_verifier_keys=tuple(spec.trust.verifier_keys),
+        trust_artifact_keys=_trusted(spec.trust.artifact_keys, spec.trust.artifact_key_pems),
+        trust_verifier_keys=_trusted(spec.trust.verifier_keys, spec.trust.verifier_key_pems),
         suite=spec.suite,
+        suite_json=json.dumps(spec.suite_content, sort_keys=True)
+        if spec.suite_content is not None
+        else None,
         endpoint=served.endpoint,
         token_env=served.token_env,
         require_identity=served.require_identity,
@@ -603,45 +749,61 @@ def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
         forbidden_flags=served.forbidden_flags,
         required_build_flags=served.required_build_flags,
         image=served.image,
-        serving=_serving(Path(origin.removeprefix(LOCAL_ORIGIN)), name, spec),
+        serving=_serving(Path(f"target {name!r}"), name, spec),
         # ``gates: {}`` declares nothing: the same definition as no block at all.
         gates=spec.gates if spec.gates is not None and spec.gates.declared else None,
     )
 
 
-def all_targets(
-    path: Path | None = None, shared: dict[str, dict[str, Any]] | None = None
-) -> dict[str, Target]:
-    """Built-in targets, then those shared through the registry (``shared``: name -> stored
-    definition, origin "registry"), then the local targets file (origin "local:PATH").
+def _trusted(labels: list[str], pems: list[str]) -> tuple[TrustedKey, ...]:
+    """The keys of a stored definition. A definition stored before keys travelled with it
+    names files only: each such key is kept with an empty PEM, which no signature verifies
+    against (``judging.trust_policy`` reports it: nothing counts until it is applied again)."""
+    if not pems:
+        return tuple(TrustedKey(label, "") for label in labels)
+    named = labels or [f"key {i + 1}" for i in range(len(pems))]
+    return tuple(TrustedKey(label, pem) for label, pem in zip(named, pems, strict=True))
 
-    Neither may redefine a built-in. A local definition of a shared target must be the same
-    definition (then the shared one is used): a teammate's differing copy would judge the same
-    evidence differently, so it is refused with the way out.
-    """
-    targets = _builtin()
-    shared_specs = {name: spec_from_json(name, data) for name, data in (shared or {}).items()}
-    for name, spec in shared_specs.items():
+
+def all_targets(shared: dict[str, dict[str, Any]] | None = None) -> dict[str, Target]:
+    """Built-in targets, then those defined in the registry (``shared``: name -> stored
+    definition, origin "registry"). Nothing here depends on the host that asks: a targets file
+    is applied to the registry (``targets apply``), never read beside it."""
+    targets = dict(_BUILTIN)
+    for name, data in (shared or {}).items():
         if name not in targets:  # a newer modelreg's built-in wins over a stored name
-            targets[name] = _target_from_spec(name, spec, SHARED_ORIGIN)
-    user_file = path or config.targets_file()
-    for name, spec in read_target_specs(user_file).items():
-        if name in shared_specs:
-            if spec != shared_specs[name]:
-                raise InvalidInput(
-                    f"{user_file}: target {name!r} differs from its definition in the registry",
-                    f"remove it from {user_file}, or share your version: modelreg targets add "
-                    f"{user_file}",
-                )
-            continue
+            targets[name] = _stored_target(name, json.dumps(data, sort_keys=True))
+    return targets
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_target(name: str, text: str) -> Target:
+    """A stored definition (canonical JSON) as a Target: a pure function of the text, worked
+    out once per text (every read of a registry parses the same few definitions)."""
+    data = json.loads(text)
+    return replace(
+        _target_from_spec(name, spec_from_json(name, data), SHARED_ORIGIN),
+        spec_sha256=spec_digest(data),
+    )
+
+
+def targets_in_file(path: Path) -> dict[str, Target]:
+    """The built-in targets and those a targets file defines, as applying it would define them
+    (origin ``file:PATH``) — to read or check a file; no verdict reads one."""
+    targets = all_targets()
+    for name, spec in read_target_specs(path).items():
         if name in targets:
-            raise InvalidInput(f"{user_file}: target {name!r} is built in and cannot be redefined")
-        targets[name] = _target_from_spec(name, spec, f"{LOCAL_ORIGIN}{user_file}")
+            raise InvalidInput(f"{path}: target {name!r} is built in and cannot be redefined")
+        targets[name] = replace(
+            _target_from_spec(name, spec, f"file:{path}"),
+            spec_sha256=spec_digest(spec_as_json(spec)),
+        )
     return targets
 
 
 def get_target(name: str, path: Path | None = None) -> Target:
-    targets = all_targets(path)
+    """A built-in target, or one a targets file defines (``targets_in_file``)."""
+    targets = targets_in_file(path) if path is not None else all_targets()
     if name not in targets:
         raise TargetNotFound(name, sorted(targets))
     return targets[name]

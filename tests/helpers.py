@@ -168,6 +168,12 @@ def kv_nested_array(key: str, depth: int, outer_length: int = 1) -> bytes:
 # -- synthetic records and runs, for rule tests that need no runtime -------------------------
 
 
+def synthetic_sha256(i: int) -> str:
+    """The recorded sha256 of synthetic record ``i``'s one file (not of any real bytes: every
+    one starts with zeros, so a prefix matches several)."""
+    return f"{i:064x}"
+
+
 def synthetic_manifest(i: int, model_id: str = "rules/alpha", **updates: object) -> Any:
     """A hashed one-file GGUF manifest with every fact known (so nothing holds it)."""
     from modelreg.schemas.manifest import (
@@ -184,7 +190,7 @@ def synthetic_manifest(i: int, model_id: str = "rules/alpha", **updates: object)
         source=f"pypi://synthetic-model=={i}.0",
         license=License(id="mit", source="cli"),
         format="gguf",
-        files=[FileEntry(path=f"m{i}.gguf", bytes=1000 + i, sha256=f"{i:064x}")],
+        files=[FileEntry(path=f"m{i}.gguf", bytes=1000 + i, sha256=synthetic_sha256(i))],
         parameters=ParameterLedger(total=Count(value=1000 + i, provenance="tensors")),
         runtime=RuntimeRequirements(runtime="llama.cpp"),
     )
@@ -212,9 +218,10 @@ def add_synthetic(
     **updates: object,
 ) -> str:
     """Add a synthetic record; ``fetchable``: its one file exists (at its recorded size) in a
-    directory recorded as its ``file://`` location, as ``add`` of a real file would leave it
-    (a rollback candidate and the gate need a fetchable copy). By default only for the
-    synthetic file: a test that gives its own ``files`` locates them itself."""
+    directory recorded as its ``file://`` location, with the check ``add`` records of the
+    location it hashed (a rollback candidate and the gate need a verified copy; the synthetic
+    digests are no real bytes', so the check is recorded as add records it, not read). By
+    default only for the synthetic file: a test that gives its own ``files`` locates them."""
     from modelreg.locations import file_url
 
     manifest = synthetic_manifest(i, model_id, **updates)
@@ -225,7 +232,18 @@ def add_synthetic(
         for f in manifest.files:
             (directory / f.path).parent.mkdir(parents=True, exist_ok=True)
             (directory / f.path).write_bytes(b"\0" * (f.bytes or 0))
-        add_locations(registry, record, [file_url(directory)], "tester")
+        url = file_url(directory)
+        with registry.store.locked(record.model_id) as tx:
+            tx.add_locations(record, [url], "tester")
+            tx.record_location_check(
+                record.id,
+                url,
+                True,
+                "every sha256, hashed by add",
+                "synthetic-host",
+                "add",
+                "tester",
+            )
     return str(record.id)
 
 
@@ -248,19 +266,21 @@ def record_run(
     record_id: str,
     target: str = "cpu",
     outcomes: dict[str, str] | None = None,
-    fingerprint: dict[str, str] | None = None,
     evidence: dict[str, dict[str, Any]] | None = None,
+    *,
+    suite: Any = None,
 ) -> str:
-    """Store a verify run with the given check outcomes (``evidence``: per check), as verify
-    would (its event included), under the target's current runtime fingerprint unless one is
-    given."""
+    """Store a verify run with the given check outcomes (``evidence``: per check) through
+    verify's own write (``Registry._record_results``: its fingerprint of this host, the
+    runtime it reports, the one-off rule, the row, the event) — what ``verify`` stores after
+    its checks ran. ``suite``: a suite file given for this run (a one-off unless in force)."""
     from datetime import UTC, datetime
 
-    from modelreg import rules
-    from modelreg.fingerprint import runtime_fingerprint
     from modelreg.schemas.verification import CheckResult, Outcome
+    from modelreg.targets import for_host
 
     record = registry.get(record_id)
+    the_target = for_host(registry.target(target))
     now = datetime.now(UTC)
     results = [
         CheckResult(
@@ -274,25 +294,26 @@ def record_run(
         )
         for check, outcome in (outcomes or PASSING).items()
     ]
-    if fingerprint is None:
-        fingerprint = runtime_fingerprint(registry.target(target), "llama.cpp")
-    verdict = rules.run_verdict((r.check, r.required, r.outcome, None) for r in results)
-    with registry.store.locked(record.model_id) as tx:
-        run_id = str(tx.save_run(record, target, results, "synthetic-host", fingerprint))
-        tx.event(
-            "verify",
-            "tester",
-            record.id,
-            target,
-            None,
-            {
-                "run_id": run_id,
-                "passed": verdict.passed,
-                "blocking": [b.describe() for b in verdict.blocking],
-                "checks": {r.check: r.outcome.value for r in results},
-            },
-        )
-    return run_id
+    with registry.store.read() as reads:
+        attached = reads.model_suites([record.model_id]).get(record.model_id)
+    plan = registry._verify_plan(record, the_target, None, suite, attached, None, None)
+    out = registry._record_results(record, the_target, results, plan, "tester")
+    return str(out.run_id)
+
+
+def report_runtime(
+    registry: Any, target: str = "cpu", runtime: str = "llama.cpp", **changes: str
+) -> None:
+    """A host of ``target`` reports running ``runtime`` with ``changes`` to what this host
+    runs (e.g. ``**{"llama-cpp-python": "0.3.99"}``), through the store's write of a host
+    report — what ``modelreg host report`` records on a host that was upgraded."""
+    from modelreg.fingerprint import observed_runtime
+    from modelreg.targets import for_host
+
+    the_target = for_host(registry.target(target))
+    observed = observed_runtime(the_target, runtime) | changes
+    with registry.store.write() as tx:
+        tx.record_runtime_report(target, runtime, "upgraded-host", observed, "report", "tester")
 
 
 def key_pair(directory: Path, name: str) -> tuple[Path, Path]:
@@ -410,3 +431,14 @@ def closed_port_url() -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}/hooks"
+
+
+def open_with_targets(url: str, spec: Path) -> Any:
+    """A registry at ``url`` with the targets file ``spec`` applied to it (``targets
+    apply``): what a team does once, after which every host reads the same definitions."""
+    import modelreg
+
+    registry = modelreg.open(url)
+    if spec.exists():
+        registry.define_targets(spec, actor="tester")
+    return registry

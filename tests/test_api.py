@@ -23,7 +23,7 @@ from modelreg.errors import (
     TargetNotFound,
 )
 from modelreg.rules import ReasonCode
-from tests.helpers import add_synthetic, record_run, stored
+from tests.helpers import add_synthetic, record_run, report_runtime, stored, synthetic_sha256
 
 MODEL = "rules/alpha"
 REPO = Path(__file__).resolve().parent.parent
@@ -157,7 +157,7 @@ def test_promote_refuses_every_reason_and_never_writes(registry: Registry, tmp_p
     unavailable = add_synthetic(registry, 3)
     record_run(registry, unavailable, outcomes={"gguf-cpu-smoke": "unavailable"})
     stale = add_synthetic(registry, 4)
-    record_run(registry, stale, fingerprint={"llama-cpp-python": "0.0.1"})
+    record_run(registry, stale)
     held = add_synthetic(registry, 5)
     record_run(registry, held)
     registry.hold(held, "audit")
@@ -172,7 +172,6 @@ def test_promote_refuses_every_reason_and_never_writes(registry: Registry, tmp_p
         never: ReasonCode.NEVER_VERIFIED,
         failed: ReasonCode.CHECK_FAILED,
         unavailable: ReasonCode.CHECK_UNAVAILABLE,
-        stale: ReasonCode.STALE_RUNTIME,
         held: ReasonCode.HELD,
         unknown: ReasonCode.FACT_UNKNOWN,
     }
@@ -180,6 +179,13 @@ def test_promote_refuses_every_reason_and_never_writes(registry: Registry, tmp_p
         with pytest.raises(NotDeployable) as caught:
             registry.promote(record_id, "cpu")
         assert [r.code for r in caught.value.reasons] == [code], record_id
+    # A host of cpu reports an upgraded runtime: evidence produced under the old one is stale.
+    report_runtime(registry, **{"llama-cpp-python": "0.0.1"})
+    with pytest.raises(NotDeployable) as caught:
+        registry.promote(stale, "cpu")
+    assert [r.code for r in caught.value.reasons] == [ReasonCode.STALE_RUNTIME]
+    assert "llama-cpp-python" in caught.value.reasons[0].message
+    assert "upgraded-host" in caught.value.reasons[0].message
     assert stored(registry).productions() == []
 
 
@@ -188,12 +194,12 @@ def test_a_target_that_is_no_longer_defined_cannot_be_deployed_to(
 ) -> None:
     targets = tmp_path / "targets.yaml"
     targets.write_text("targets:\n  edge:\n    cpu_flags: [avx]\n    memory_gib: 8\n")
-    monkeypatch.setenv("MODELREG_TARGETS", str(targets))
+    registry.define_targets(targets)
     (r1,) = _deployed(registry, 1)
     record_run(registry, r1, "edge")
     registry.promote(r1, "edge")
     assert registry.status(MODEL, "edge").entries[0].deployability.deployable
-    targets.write_text("targets: {}\n")
+    registry.remove_target("edge", why="decommissioned")
     entry = registry.status(MODEL).entries[0]
     assert entry.target == "edge" and not entry.deployability.deployable
     assert entry.deployability.reasons[0].code == ReasonCode.TARGET_UNDEFINED
@@ -346,7 +352,7 @@ def test_status_lists_every_model_and_target(registry: Registry, tmp_path: Path)
     ]
     entry = entries[0]
     assert entry.promotion.why == "first" and entry.promotion.actor == "tester"
-    assert entry.record.files[0].sha256 == f"{1:064x}"
+    assert entry.record.files[0].sha256 == synthetic_sha256(1)
     assert entry.deployability.deployable
     with pytest.raises(ModelNotFound):
         registry.status("rules/gamma")

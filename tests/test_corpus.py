@@ -25,7 +25,7 @@ PEAK_BYTES = 64 << 20
 def _command(name: str) -> list[str]:
     path = HERE / name
     if name.startswith("targets/"):
-        return ["targets"]  # the file is given through MODELREG_TARGETS
+        return ["targets", "apply"]  # the file is given through MODELREG_TARGETS
     if name.startswith("suites/"):
         return ["suite", "check", str(path)]
     if name.startswith("signatures/"):

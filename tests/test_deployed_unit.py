@@ -11,7 +11,7 @@ import pytest
 
 from modelreg.deployed_unit import deployed_unit, serves_own_runtime
 from modelreg.errors import InvalidInput
-from modelreg.targets import all_targets
+from modelreg.targets import all_targets, targets_in_file
 from modelreg.validators.launch import (
     check_build_flags,
     cmake_cache_flags,
@@ -48,7 +48,7 @@ def _targets(tmp_path: Path, text: str) -> Path:
 
 
 def test_targets_declare_the_deployed_unit(tmp_path: Path) -> None:
-    targets = all_targets(_targets(tmp_path, AVX1_TARGETS))
+    targets = targets_in_file(_targets(tmp_path, AVX1_TARGETS))
     xeon, container = targets["xeon-avx1"], targets["container"]
     assert xeon.launch[:3] == ("/opt/ik_llama.cpp/build/bin/llama-server", "-m", "{model}")
     assert xeon.launch[6] == "20"  # a YAML number becomes an argument
@@ -63,7 +63,7 @@ def test_targets_declare_the_deployed_unit(tmp_path: Path) -> None:
 
 
 def test_deployed_unit_names_exactly_what_makes_evidence_stale(tmp_path: Path) -> None:
-    targets = all_targets(_targets(tmp_path, AVX1_TARGETS))
+    targets = targets_in_file(_targets(tmp_path, AVX1_TARGETS))
     assert deployed_unit(targets["xeon-avx1"]) == {
         "launch": "/opt/ik_llama.cpp/build/bin/llama-server -m '{model}' --port '{port}' -t 20 "
         "--host 127.0.0.1",
@@ -80,7 +80,7 @@ def test_deployed_unit_names_exactly_what_makes_evidence_stale(tmp_path: Path) -
     assert deployed_unit(all_targets()["cpu"]) == {}
     # A new image digest is a different unit.
     other = AVX1_TARGETS.replace(DIGEST, "sha256:" + "cd" * 32)
-    changed = all_targets(_targets(tmp_path, other))["container"]
+    changed = targets_in_file(_targets(tmp_path, other))["container"]
     assert deployed_unit(changed)["image"] != deployed_unit(targets["container"])["image"]
 
 
@@ -132,7 +132,7 @@ def test_bad_deployed_unit_field_is_one_line_naming_target_and_field(
 ) -> None:
     spec = _targets(tmp_path, f"targets:\n  box:\n    {field}\n")
     with pytest.raises(InvalidInput) as raised:
-        all_targets(spec)
+        targets_in_file(spec)
     text = str(raised.value)
     assert f"targets.box.{where}:" in text and message in text, text
     assert "\n" not in text
@@ -144,7 +144,7 @@ def test_cli_refuses_a_tag_with_exit_2_and_shows_the_pinned_form(
 ) -> None:
     spec = _targets(tmp_path, "targets:\n  box:\n    image: ghcr.io/org/server:v1\n")
     monkeypatch.setenv("MODELREG_TARGETS", str(spec))
-    code, out, err = cli("targets")
+    code, out, err = cli("targets", "apply")
     assert code == 2 and out == ""
     assert err.count("\n") == 1
     assert "targets.box.image" in err and "ghcr.io/org/server@sha256:<64 hex>" in err
@@ -156,6 +156,7 @@ def test_cli_lists_the_deployed_unit_of_each_target(
     import json
 
     monkeypatch.setenv("MODELREG_TARGETS", str(_targets(tmp_path, AVX1_TARGETS)))
+    assert cli("targets", "apply")[0] == 0
     code, out, _ = cli("targets")
     assert code == 0
     assert "xeon-avx1  unit: launch /opt/ik_llama.cpp/build/bin/llama-server" in out
@@ -167,7 +168,7 @@ def test_cli_lists_the_deployed_unit_of_each_target(
 
 
 def test_a_serving_target_is_judged_through_its_own_runtime(tmp_path: Path) -> None:
-    targets = all_targets(_targets(tmp_path, AVX1_TARGETS))
+    targets = targets_in_file(_targets(tmp_path, AVX1_TARGETS))
     assert required_checks("gguf", targets["plain"]) == (
         "digest",
         "host-compat",
@@ -270,13 +271,13 @@ def test_the_docs_targets_files_are_valid_and_say_what_they_claim(tmp_path: Path
     text = readme.split("### Checking the deployed runtime", 1)[1].split("\n### ", 1)[0]
     blocks = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
     assert len(blocks) == 2
-    xeon = all_targets(_targets(tmp_path, blocks[0]))["xeon-e5-2690-v2-ik"]
+    xeon = targets_in_file(_targets(tmp_path, blocks[0]))["xeon-e5-2690-v2-ik"]
     assert {"--run-time-repack", "-rtr"} <= set(xeon.forbidden_flags)
     assert "GGML_USE_IQK_MULMAT=OFF" in xeon.required_build_flags
     assert xeon.cpu_flags is not None and "avx" in xeon.cpu_flags
     assert not {"avx2", "fma"} & xeon.cpu_flags
     unit_line = deployed_unit(xeon)
     assert f"unit launch {unit_line['launch']}; forbidden flags" in text
-    edge = all_targets(_targets(tmp_path, blocks[1]))["edge-llama-server"]
+    edge = targets_in_file(_targets(tmp_path, blocks[1]))["edge-llama-server"]
     assert edge.image is not None and edge.token_env == "LLM_GATEWAY_TOKEN"
     assert edge.endpoint == "https://llm.internal.example.com"

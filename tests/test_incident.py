@@ -15,7 +15,6 @@ import pytest
 
 import modelreg
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
-from modelreg.fingerprint import runtime_fingerprint
 from modelreg.rules import ReasonCode
 from tests.helpers import add_synthetic, key_pair, record_run, stored, synthetic_bytes
 
@@ -178,12 +177,20 @@ def test_imported_runs_read_not_counted_never_failing(registry: Any, tmp_path: P
 def test_no_rollback_to_bytes_nobody_has(registry: Any) -> None:
     a, b, c = _three_promoted(registry)
     shutil.rmtree(synthetic_bytes() / b)
+    # Gone from a disk is not yet known to anyone: the registry learns it from a check.
+    assert registry.rollback_plan(MODEL, "cpu").candidate.record.record_id == b
+    checked = registry.locate(b, check=True)
+    assert [c.ok for c in checked.checked] == [False] and "is not there" in checked.checked[
+        0
+    ].detail
     plan = registry.rollback_plan(MODEL, "cpu")
     assert plan.candidate.record.record_id == a  # B is passed over: no fetchable copy
     (passed_over,) = plan.rejected
     assert passed_over.record_id == b and "no fetchable copy" in passed_over.why
-    assert passed_over.hint.startswith(f"modelreg locate {b} --add")
+    assert "is not there" in passed_over.why
+    assert passed_over.hint.startswith(f"modelreg locate {b} --check URL")
     shutil.rmtree(synthetic_bytes() / a)
+    registry.locate(a, check=True)
     with pytest.raises(NoRollbackCandidate) as caught:
         registry.rollback(MODEL, "cpu", why="C is bad")
     assert "no fetchable copy" in caught.value.message
@@ -197,8 +204,10 @@ def test_the_gate_needs_a_fetchable_copy(registry: Any, cli: Any, tmp_path: Path
     sha = stored(registry).files([record])[record][0].sha256
     assert registry.gate(MODEL, "cpu", sha).passed
     (synthetic_bytes() / record / "m1.gguf").write_bytes(b"truncated")
+    assert registry.gate(MODEL, "cpu", sha).passed  # nobody has looked yet
+    registry.locate(record, check=True)
     gate = registry.gate(MODEL, "cpu", sha)
-    assert not gate.passed and "no recorded location has its files" in gate.reasons[0].message
+    assert not gate.passed and "no recorded location is verified" in gate.reasons[0].message
     entry = registry.status(MODEL, "cpu").entries[0]
     assert entry.fetch_from is None and "recorded 1001" in (entry.unfetchable or "")
 
@@ -215,19 +224,22 @@ def test_only_the_inference_runtime_expires_evidence(registry: Any, tmp_path: Pa
     for path in (speedups, sqlite, ggml):
         path.write_bytes(b"\x7fELF " + path.name.encode())
     record = add_synthetic(registry, 1)
-    # Stored the way evidence from before this rule was: every mapped object fingerprinted.
-    fingerprint = runtime_fingerprint(
-        registry.target("cpu"), "llama.cpp", libraries=[str(speedups), str(sqlite), str(ggml)]
-    )
-    record_run(registry, record, fingerprint=fingerprint)
+    mapped = {"mapped_libraries": [str(speedups), str(sqlite), str(ggml)]}
+    record_run(registry, record, evidence={"gguf-cpu-smoke": mapped})
     assert registry.deployability(record, "cpu").deployable
     speedups.write_bytes(speedups.read_bytes() + b"\0")
     sqlite.write_bytes(sqlite.read_bytes() + b"\0")
+    # This host reports what it runs: the changed extension modules cannot change an answer.
+    assert registry.host_report("cpu").stale == []
     assert registry.deployability(record, "cpu").deployable  # before the fix: stale
     ggml.write_bytes(ggml.read_bytes() + b"\0")
+    assert registry.deployability(record, "cpu").deployable  # nobody has said so yet
+    report = registry.host_report("cpu")
     verdict = registry.deployability(record, "cpu")
     assert [r.code for r in verdict.reasons] == [ReasonCode.STALE_RUNTIME]
     assert "libggml-cpu.so changed" in verdict.reasons[0].message
+    assert "host report on" in verdict.reasons[0].message  # who said so
+    assert "libggml-cpu.so changed" in (report.reports[0].changes or "")
 
 
 # -- judged inside the lock ---------------------------------------------------------------
@@ -302,27 +314,28 @@ def test_promote_sees_keys_tightened_while_it_waited(db_url: str, tmp_path: Path
 def test_rollback_prints_a_screen_not_a_dump(cli: Any, tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'r.db'}"
     registry = modelreg.open(db)
-    libraries = [f"/usr/lib/x86_64-linux-gnu/libfake{i}.so" for i in range(100)]
+    (tmp_path / "lib").mkdir()
+    libraries = [tmp_path / "lib" / f"libggml-fake{i}.so" for i in range(100)]
+    for path in libraries:
+        path.write_bytes(b"\x7fELF " + path.name.encode())
+    mapped = {"gguf-cpu-smoke": {"mapped_libraries": [str(p) for p in libraries]}}
     ids = []
     for i in (1, 2):
         record = add_synthetic(registry, i)
-        fingerprint = runtime_fingerprint(registry.target("cpu"), "llama.cpp") | {
-            f"lib {path}": "missing" for path in libraries
-        }
-        record_run(registry, record, fingerprint=fingerprint)
+        record_run(registry, record, evidence=mapped)
         registry.promote(record, "cpu", why=f"build {i}")
         ids.append(record)
     code, out, err = cli("--db", db, "rollback", MODEL, "--target", "cpu")
     text = out + err
     assert code == 0 and len(text.splitlines()) <= 10, text
-    assert "libfake" not in text and "100 libraries" in text
+    assert "libggml-fake" not in text and "100 libraries" in text
     assert f"candidate   {ids[0]}" in text and f"will hold   {ids[1]}" in text
     assert "to apply:   modelreg rollback" in text
     code, out, err = cli("--db", db, "rollback", MODEL, "--target", "cpu", "--apply", "--why", "x")
     text = out + err
-    assert code == 0 and len(text.splitlines()) <= 10 and "libfake" not in text, text
+    assert code == 0 and len(text.splitlines()) <= 10 and "libggml-fake" not in text, text
     code, out, _ = cli("--db", db, "show", ids[0], "--runtime")
-    assert code == 0 and "libfake42.so" in out
+    assert code == 0 and "libggml-fake42.so" in out
 
 
 def test_status_check_fails_with_production_held(cli: Any, tmp_path: Path) -> None:
@@ -340,13 +353,13 @@ def test_status_check_fails_with_production_held(cli: Any, tmp_path: Path) -> No
 
 def test_a_model_card_carries_no_local_paths(registry: Any, tmp_path: Path) -> None:
     record = add_synthetic(registry, 1)
-    fingerprint = runtime_fingerprint(registry.target("cpu"), "llama.cpp") | {
-        "lib /root/.venv/lib/libggml-cpu.so": "0123456789abcdef"
-    }
-    record_run(registry, record, fingerprint=fingerprint)
+    library = tmp_path / "venv" / "lib" / "libggml-cpu.so"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"\x7fELF ggml")
+    record_run(registry, record, evidence={"gguf-cpu-smoke": {"mapped_libraries": [str(library)]}})
     card = registry.card_render(record, tmp_path / "card.md")
     text = (tmp_path / "card.md").read_text()
-    assert "/root/" not in text and "1 libraries" in text, card
+    assert str(tmp_path) not in text and "1 libraries" in text, card
 
 
 def test_rollback_to_applied_twice_changes_nothing(registry: Any) -> None:
@@ -362,8 +375,8 @@ def test_a_gpu_math_library_expires_evidence(registry: Any, tmp_path: Path) -> N
     cublas.parent.mkdir(parents=True)
     cublas.write_bytes(b"\x7fELF cublas 12.1")
     record = add_synthetic(registry, 1)
-    fingerprint = runtime_fingerprint(registry.target("cpu"), "llama.cpp", libraries=[cublas])
-    record_run(registry, record, fingerprint=fingerprint)
+    record_run(registry, record, evidence={"gguf-cpu-smoke": {"mapped_libraries": [str(cublas)]}})
     assert registry.deployability(record, "cpu").deployable
     cublas.write_bytes(b"\x7fELF cublas 12.4")
+    registry.host_report("cpu")
     assert registry.deployability(record, "cpu").stale

@@ -104,12 +104,19 @@ def test_a_mismatch_is_refused_and_the_next_location_is_used(
     record = record_of_files(registry, FILES)
     tampered = _write(tmp_path / "tampered", FILES | {"model.gguf": b"WEIGHTS" * 1000})
     good = _write(tmp_path / "good", FILES)
-    registry.locate(record, [file_url(tampered), "s3://bucket/x", file_url(good)])
+    # Added unchecked: nothing tells fetch which copy is good, so it tries them in order.
+    registry.locate(
+        record, [file_url(tampered), "s3://bucket/x", file_url(good)], check_added=False
+    )
     fetched = registry.fetch(record, tmp_path / "out")
     assert {f.path: f.source for f in fetched.files} == {
         "model.gguf": file_url(good),
         "tokenizer/config.json": file_url(tampered),
     }
+    # What it read is recorded: the tampered copy holds other bytes.
+    states = {loc.url: loc.checked for loc in registry.locations(record).locations}
+    assert states[file_url(tampered)] is not None and not states[file_url(tampered)].ok
+    assert states[file_url(good)] is None  # it gave one file: no check of the whole copy
     reasons = [p.reason for p in fetched.skipped]
     assert any(r == "model.gguf: " + NO_CREDENTIALS for r in reasons)
     assert any(r.startswith("model.gguf: MISMATCH — sha256 ") and "refused" in r for r in reasons)

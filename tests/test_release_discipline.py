@@ -36,9 +36,7 @@ cases:
 def test_a_floor_lowered_after_a_failure_needs_a_signed_acceptance(
     smollm2: Path, tmp_path: Path
 ) -> None:
-    registry = modelreg.open(
-        f"sqlite:///{tmp_path / 'r.db'}", targets_file=tmp_path / "no-targets.yaml"
-    )
+    registry = modelreg.open(f"sqlite:///{tmp_path / 'r.db'}")
     record = registry.add(
         [smollm2],
         model_id=SMOLLM2_MODEL_ID,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -207,7 +206,7 @@ def test_fetch_streams_every_file_in_ranges_and_checks_each_sha256(
     files = _files()
     record = record_of_files(registry, files)
     url = _upload(s3, "smollm2/v1", files)
-    registry.locate(record, [url])
+    registry.locate(record, [url], check_added=False)
     seen: list[int] = []
     fetched = registry.fetch(record, tmp_path / "out", progress=seen.append)
     assert {f.path: f.source for f in fetched.files} == dict.fromkeys(files, url)
@@ -227,7 +226,7 @@ def test_a_corrupted_object_is_refused_and_leaves_nothing(
     tampered = bytearray(files["model.gguf"])
     tampered[15 * MIB] ^= 0xFF  # same size: only the sha256 can tell
     url = _upload(s3, "bad", files | {"model.gguf": bytes(tampered)})
-    registry.locate(record, [url])
+    registry.locate(record, [url], check_added=False)
     with pytest.raises(NotFetchable) as caught:
         registry.fetch(record, tmp_path / "out")
     message = caught.value.message
@@ -242,22 +241,25 @@ def test_a_missing_object_names_the_key_and_the_next_location_serves(
     files = {"a.gguf": b"a" * 1000, "b.json": b"{}"}
     record = record_of_files(registry, files)
     partial = _upload(s3, "partial", {"a.gguf": files["a.gguf"]})
-    registry.locate(record, [partial])
+    registry.locate(record, [partial], check_added=False)
     with pytest.raises(NotFetchable) as caught:
         registry.fetch(record, tmp_path / "out")
     assert f"no object s3://{s3.bucket}/partial/b.json" in caught.value.message
     assert _leftovers(tmp_path) == []
     whole = _upload(s3, "whole", files)
-    registry.locate(record, [whole])
+    registry.locate(record, [whole], check_added=False)
+    # The copy the first fetch found wanting is tried last now: the whole one serves.
+    (partial_state,) = [loc for loc in registry.locations(record).locations if loc.url == partial]
+    assert partial_state.checked is not None and not partial_state.checked.ok
     fetched = registry.fetch(record, tmp_path / "out")
-    assert {f.path: f.source for f in fetched.files} == {"a.gguf": partial, "b.json": whole}
-    assert [s.url for s in fetched.skipped] == [partial]
+    assert {f.path: f.source for f in fetched.files} == {"a.gguf": whole, "b.json": whole}
+    assert registry.locations(record).fetch_from == whole
 
 
 def test_a_throttled_range_is_retried(registry: Registry, s3: S3, tmp_path: Path) -> None:
     files = _files()
     record = record_of_files(registry, files)
-    registry.locate(record, [_upload(s3, "slow", files)])
+    registry.locate(record, [_upload(s3, "slow", files)], check_added=False)
     key = s3.path("slow/model.gguf")
     s3.faults.throttle.add((key, 8 * MIB))
     registry.fetch(record, tmp_path / "out")
@@ -270,7 +272,7 @@ def test_a_download_cut_short_keeps_its_bytes_and_the_next_fetch_resumes(
 ) -> None:
     files = _files()
     record = record_of_files(registry, files)
-    registry.locate(record, [_upload(s3, "flaky", files)])
+    registry.locate(record, [_upload(s3, "flaky", files)], check_added=False)
     key = s3.path("flaky/model.gguf")
     s3.faults.cut_from[key] = 8 * MIB  # the first range arrives, every later one is cut
     with pytest.raises(NotFetchable) as caught:
@@ -300,7 +302,7 @@ def test_a_prefix_from_another_object_is_caught_by_the_digest(
     files = _files()
     record = record_of_files(registry, files)
     url = _upload(s3, "moving", files)
-    registry.locate(record, [url])
+    registry.locate(record, [url], check_added=False)
     key = s3.path("moving/model.gguf")
     s3.faults.cut_from[key] = 8 * MIB
     with pytest.raises(NotFetchable):
@@ -314,19 +316,19 @@ def test_a_prefix_from_another_object_is_caught_by_the_digest(
     assert _leftovers(tmp_path) == []
 
 
-def test_presence_is_a_head_of_each_file(registry: Registry, s3: S3) -> None:
-    from modelreg.locations import fetchable_copy
-
+def test_a_check_reads_every_byte_and_records_what_it_found(registry: Registry, s3: S3) -> None:
     files = {"m.gguf": b"w" * 100}
+    record = record_of_files(registry, files)
     url = _upload(s3, "here", files)
-    assert fetchable_copy([("m.gguf", 100)], [url]) == (url, None)
     gone = f"s3://{s3.bucket}/nowhere/"
-    assert fetchable_copy([("m.gguf", 100)], [gone]) == (
-        None,
-        f"{gone}: m.gguf: no object s3://{s3.bucket}/nowhere/m.gguf",
-    )
-    assert fetchable_copy([("m.gguf", 99)], [url])[1] == f"{url}: m.gguf is 100 bytes, recorded 99"
-    assert {m for m, _, _ in s3.faults.log} == {"HEAD"}  # no byte of the object was read
+    other = _upload(s3, "other", {"m.gguf": b"x" * 100})
+    found = registry.locate(record, [url, gone, other])
+    checked = {c.url: (c.ok, c.detail) for c in found.checked}
+    assert checked[url] == (True, "every sha256 (1 file(s))")
+    assert checked[gone][0] is False and "no object" in checked[gone][1]
+    assert checked[other][0] is False and "recorded" in checked[other][1]
+    assert found.fetch_from == url
+    assert {m for m, _, _ in s3.faults.log} >= {"GET"}  # the bytes were read, not a HEAD
 
 
 def test_cli_add_locate_and_fetch_with_json_progress(cli, s3: S3, tmp_path: Path) -> None:
@@ -350,7 +352,7 @@ def test_cli_add_locate_and_fetch_with_json_progress(cli, s3: S3, tmp_path: Path
     record = out.strip().splitlines()[-1].split()[0]
     gguf.unlink()  # only the S3 copy is left
     code, out, _ = cli("locate", record)
-    assert code == 0 and f"{url}\n" in out and "not supported" not in out
+    assert code == 0 and f"{url}  never checked\n" in out
     code, out, err = cli("fetch", record, "--to", tmp_path / "out", "--json", "--progress", "json")
     assert code == 0, err
     result = json.loads(out)
@@ -365,6 +367,10 @@ def test_cli_add_locate_and_fetch_with_json_progress(cli, s3: S3, tmp_path: Path
     }
     assert events[-1]["event"] == "done" and events[-1]["bytes"] == result["files"][0]["bytes"]
     assert all(e["event"] == "progress" for e in events[1:-1])
+    # What the fetch read is recorded for everyone: the S3 copy verified, the file gone.
+    code, out, _ = cli("locate", record)
+    lines = out.splitlines()
+    assert "NOT THERE" in lines[0] and lines[1].startswith(f"{url}  verified by fetch on ")
 
 
 def test_fetch_destinations_that_cannot_be_filled_are_exit_2(
@@ -372,7 +378,7 @@ def test_fetch_destinations_that_cannot_be_filled_are_exit_2(
 ) -> None:
     files = {"m.gguf": b"w" * 100}
     record = record_of_files(registry, files)
-    registry.locate(record, [_upload(s3, "d", files)])
+    registry.locate(record, [_upload(s3, "d", files)], check_added=False)
     monkeypatch.setenv("MODELREG_DATABASE_URL", f"sqlite:///{tmp_path / 'registry.db'}")
     a_file = tmp_path / "a-file"
     a_file.write_text("mine")
@@ -393,7 +399,7 @@ def test_no_credentials_is_a_reason_not_a_crash(
 
     files = {"m.gguf": b"w" * 100}
     record = record_of_files(registry, files)
-    registry.locate(record, [_upload(s3, "c", files)])
+    registry.locate(record, [_upload(s3, "c", files)], check_added=False)
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     s3_module.reset()
@@ -403,49 +409,4 @@ def test_no_credentials_is_a_reason_not_a_crash(
     assert "testing" not in caught.value.message
     assert _leftovers(tmp_path) == []
     with pytest.raises(InvalidInput):
-        registry.locate(record, ["s3://x/"])  # a bucket name of one character
-
-
-@pytest.mark.slow  # seven CLI processes
-def test_the_deploy_host_recipe_starts_only_with_verified_production_bytes(
-    s3: S3, tmp_path: Path
-) -> None:
-    """scripts/deploy-fetch, as README's init container and ExecStartPre run it."""
-    import modelreg
-    from tests.helpers import record_run
-
-    database = f"sqlite:///{tmp_path / 'team.db'}"
-    registry = modelreg.open(database)
-    files = _files()
-    record = record_of_files(registry, files)
-    registry.locate(record, [_upload(s3, "prod", files)])
-    record_run(registry, record)
-    registry.promote(record, "cpu", why="v1")
-    script = Path(__file__).resolve().parent.parent / "scripts" / "deploy-fetch"
-    env = os.environ | {
-        "MODELREG_DATABASE_URL": database,
-        "MODELREG": str(Path(sys.executable).with_name("modelreg")),
-        "PYTHON": sys.executable,
-    }
-
-    def deploy(into: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(script), "rules/alpha", "cpu", str(into)], env=env, capture_output=True, text=True
-        )
-
-    done = deploy(tmp_path / "pod-1")
-    assert done.returncode == 0, done.stderr
-    assert f"{record} verified for cpu" in done.stderr
-    for name, data in files.items():
-        assert (tmp_path / "pod-1" / name).read_bytes() == data
-
-    s3.put("prod/tokenizer/config.json", b'{"vocab": 49153}')  # the bucket's copy changed
-    done = deploy(tmp_path / "pod-2")
-    assert done.returncode == 1 and "MISMATCH" in done.stderr
-    assert not (tmp_path / "pod-2").exists()
-
-    s3.put("prod/tokenizer/config.json", files["tokenizer/config.json"])
-    registry.hold(record, "incident 42")
-    done = deploy(tmp_path / "pod-3")
-    assert done.returncode == 1 and "is not deployable here" in done.stderr
-    assert "incident 42" in done.stderr and not (tmp_path / "pod-3").exists()
+        registry.locate(record, ["s3://x/"], check_added=False)  # a bucket name of one character

@@ -96,10 +96,11 @@ Scenario = Callable[[Path, Any], Case]
 
 
 def _env_pem_valid(tmp_path: Path, registry: Any) -> Case:
-    # The usual CI pattern: MODELREG_SIGNING_KEY="$(cat ci.pem)". The key is used, not echoed.
+    # The usual CI pattern: MODELREG_SIGNING_KEY="$(cat ci.pem)". The key is read (a bad one
+    # would be exit 2), not echoed; the synthetic record's bytes are not here, so nothing runs.
     pem = _pem(tmp_path)
     record = add_synthetic(registry, 1)
-    return Case(["verify", record], [pem], 1, "signed", env={"MODELREG_SIGNING_KEY": pem})
+    return Case(["verify", record], [pem], 1, "missing_bytes", env={"MODELREG_SIGNING_KEY": pem})
 
 
 def _env_pem_corrupt(tmp_path: Path, registry: Any) -> Case:
@@ -217,14 +218,14 @@ def _token_in_token_env(tmp_path: Path, registry: Any) -> Case:
     # The token itself where the variable's name belongs (not a valid name: it has '-').
     token = "sk-proj-" + random_secrets.token_urlsafe(32)
     env = _targets_file(tmp_path, _served(f"'{token}'"))
-    return Case(["targets"], [token], 2, "not an environment variable name", env=env)
+    return Case(["targets", "apply"], [token], 2, "not an environment variable name", env=env)
 
 
 def _token_like_name_in_token_env(tmp_path: Path, registry: Any) -> Case:
     # A token that happens to be a valid variable name (hf_… is letters, digits and '_').
     token = "hf_" + "".join(random_secrets.choice("abcdefXYZ0123456789") for _ in range(34))
     env = _targets_file(tmp_path, _served(token))
-    return Case(["targets"], [token], 2, "looks like a token", env=env)
+    return Case(["targets", "apply"], [token], 2, "looks like a token", env=env)
 
 
 def _token_env_value_quoted(tmp_path: Path, registry: Any) -> Case:

@@ -11,7 +11,7 @@ import pytest
 from modelreg.errors import InvalidInput
 from modelreg.manifests.fit import kv_cache_bytes, memory_fit
 from modelreg.schemas.manifest import ArchitectureFacts
-from modelreg.targets import all_targets, launch_serving
+from modelreg.targets import launch_serving, targets_in_file
 from tests.conftest import REPO
 
 SERVER = "/opt/llama.cpp/build/bin/llama-server"
@@ -33,17 +33,17 @@ def test_serving_block_is_read(tmp_path: Path) -> None:
         "  box:\n    serving: {context: 32768, parallel: 4, max_output_tokens: 1024,"
         " kv_dtype: q8_0}\n",
     )
-    serving = all_targets(spec)["box"].serving
+    serving = targets_in_file(spec)["box"].serving
     assert serving is not None
     assert (serving.context, serving.parallel, serving.max_output_tokens) == (32768, 4, 1024)
     assert (serving.kv_dtype_k, serving.kv_dtype_v, serving.source) == ("q8_0", "q8_0", "serving")
-    assert all_targets(_targets(tmp_path, "  plain: {}\n"))["plain"].serving is None
+    assert targets_in_file(_targets(tmp_path, "  plain: {}\n"))["plain"].serving is None
 
 
 def test_launch_flags_give_what_is_served(tmp_path: Path) -> None:
     # llama-server's -c is the whole cache, split over -np slots.
     launch = _launch("-c", 16384, "-np", 2, "-ctk", "q8_0", "--n-predict", 256)
-    serving = all_targets(_targets(tmp_path, f"  box:\n    launch: {launch}\n"))["box"].serving
+    serving = targets_in_file(_targets(tmp_path, f"  box:\n    launch: {launch}\n"))["box"].serving
     assert serving is not None
     assert (serving.context, serving.parallel, serving.kv_sequences) == (8192, 2, 2)
     assert (serving.kv_dtype_k, serving.kv_dtype_v) == ("q8_0", "f16")  # -ctv stays f16
@@ -65,18 +65,18 @@ def test_serving_and_launch_must_agree(tmp_path: Path) -> None:
         tmp_path,
         f"  box:\n    launch: {_launch('-c', 8192)}\n    serving: {{context: 8192, parallel: 1}}\n",
     )
-    serving = all_targets(agree)["box"].serving
+    serving = targets_in_file(agree)["box"].serving
     assert serving is not None and serving.source == "serving and launch"
     disagree = _targets(
         tmp_path, f"  box:\n    launch: {_launch('-c', 4096)}\n    serving: {{context: 8192}}\n"
     )
     with pytest.raises(InvalidInput) as caught:
-        all_targets(disagree)
+        targets_in_file(disagree)
     assert "targets.box.serving.context: 8192 declared, the launch gives 4096" in str(caught.value)
     launch = _launch("-ctk", "q4_0")
     types = _targets(tmp_path, f"  box:\n    launch: {launch}\n    serving: {{kv_dtype: q8_0}}\n")
     with pytest.raises(InvalidInput, match="kv_dtype: q8_0 declared, the launch gives q4_0"):
-        all_targets(types)
+        targets_in_file(types)
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_serving_and_launch_must_agree(tmp_path: Path) -> None:
 )
 def test_bad_serving_is_one_line_naming_the_field(tmp_path: Path, body: str, field: str) -> None:
     with pytest.raises(InvalidInput) as caught:
-        all_targets(_targets(tmp_path, f"  box:\n    {body}\n"))
+        targets_in_file(_targets(tmp_path, f"  box:\n    {body}\n"))
     message = str(caught.value)
     assert "\n" not in message and f"box.{field}" in message, message
 
@@ -108,10 +108,10 @@ def test_bad_serving_is_one_line_naming_the_field(tmp_path: Path, body: str, fie
 def test_serving_is_part_of_the_target_definition_only_when_declared(tmp_path: Path) -> None:
     from modelreg.fingerprint import target_definition
 
-    plain = all_targets(_targets(tmp_path, "  box: {}\n"))["box"]
+    plain = targets_in_file(_targets(tmp_path, "  box: {}\n"))["box"]
     assert not any("serving" in key for key in target_definition(plain))
-    served = all_targets(_targets(tmp_path, "  box:\n    serving: {context: 4096}\n"))["box"]
-    wider = all_targets(_targets(tmp_path, "  box:\n    serving: {context: 8192}\n"))["box"]
+    served = targets_in_file(_targets(tmp_path, "  box:\n    serving: {context: 4096}\n"))["box"]
+    wider = targets_in_file(_targets(tmp_path, "  box:\n    serving: {context: 8192}\n"))["box"]
     assert target_definition(served) != target_definition(wider)
 
 

@@ -133,6 +133,10 @@ def test_a_database_writer_cannot_reorder_signed_runs(db_url: str, tmp_path: Pat
             .where(RunRow.run_id == old_pass.run.run_id)
             .values(signed_at=now + timedelta(days=3))
         )
+    # The stored verdict never turns deployable (a "deployable" row on a target that counts
+    # only signed runs is derived again as it is read); derived again, it says why.
+    assert not registry.deployability(record, "edge").deployable
+    registry.db_check(quarantine=True)
     verdict = registry.deployability(record, "edge")
     assert not verdict.deployable
     assert "the stored signed time is not the signed one" in verdict.summary

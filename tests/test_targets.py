@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from modelreg.errors import InvalidInput
-from modelreg.targets import GiB, all_targets, get_target
+from modelreg.targets import GiB, get_target, targets_in_file
 from tests.conftest import REPO
 
 REFERENCE_TARGETS = REPO / "manifests" / "targets.yaml"
@@ -29,7 +29,7 @@ def test_user_targets_declare_swap_and_timeouts(tmp_path: Path) -> None:
         "  slow:\n    verify_timeout_seconds: 1200\n"
         "  plain:\n    kind: neuron\n    neuron_cores: 2\n"
     )
-    targets = all_targets(spec)
+    targets = targets_in_file(spec)
     assert targets["box"].swap_bytes == 40 * GiB
     assert targets["slow"].verify_timeout_seconds == 1200
     assert targets["plain"].verify_timeout_seconds == 900 and targets["plain"].swap_bytes is None
@@ -40,11 +40,11 @@ def test_bad_swap_or_timeout_is_bad_input(tmp_path: Path, bad: str) -> None:
     spec = tmp_path / "t.yaml"
     spec.write_text(f"targets:\n  box:\n    {bad}\n")
     with pytest.raises(InvalidInput, match="box"):
-        all_targets(spec)
+        targets_in_file(spec)
 
 
 def test_the_ivy_bridge_reference_target_has_its_real_flags() -> None:
-    xeon = all_targets(REFERENCE_TARGETS)["xeon-e5-2690-v2"]
+    xeon = targets_in_file(REFERENCE_TARGETS)["xeon-e5-2690-v2"]
     assert xeon.cpu_flags is not None
     assert {"avx", "f16c", "sse4_2", "popcnt", "aes", "pclmulqdq", "rdrand"} <= xeon.cpu_flags
     assert not {"avx2", "fma", "bmi1", "bmi2", "movbe"} & xeon.cpu_flags

@@ -36,10 +36,11 @@ def _sign_artifact(model: Path, private_key: Path, out: Path) -> Path:
     return out
 
 
-def _targets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
+def _targets(registry: Registry, tmp_path: Path, body: str) -> Path:
+    """A targets file, applied to the registry."""
     spec = tmp_path / "targets.yaml"
     spec.write_text(body)
-    monkeypatch.setenv("MODELREG_TARGETS", str(spec))
+    registry.define_targets(spec)
     return spec
 
 
@@ -145,12 +146,13 @@ def test_imported_signed_runs_and_targets_are_checked_before_they_count(
     dressed.write_text(export_text(rows))
     code, _, err = cli("--db", f"sqlite:///{tmp_path / 'd.db'}", "import", dressed)
     assert code == 2 and "summaries or evidence are not the signed ones" in err, err
-    # A shared target with a relative key path (it would resolve against whatever directory
-    # judges) is refused, as `targets add` would never store one.
+    # A shared target carries its keys with it: one whose key is not a key is refused, as
+    # `targets apply` would never store one (and a path in it is a label: never read here).
     for row in rows:
         if row["type"] == "target":
             spec = json.loads(row["spec_json"])
             spec["trust"]["verifier_keys"] = ["keys/evil.pub"]
+            spec["trust"]["verifier_key_pems"] = ["-----BEGIN PUBLIC KEY-----\nevil"]
             row["spec_json"] = json.dumps(spec, sort_keys=True, separators=(",", ":"))
             row["spec_sha256"] = hashlib.sha256(row["spec_json"].encode()).hexdigest()
         if row["type"] == "verification":
@@ -160,7 +162,7 @@ def test_imported_signed_runs_and_targets_are_checked_before_they_count(
     code, _, err = cli(
         "--db", f"sqlite:///{tmp_path / 'r.db'}", "import", relative, "--with-targets"
     )
-    assert code == 2 and "is not absolute" in err, err
+    assert code == 2 and "not a PEM public key" in err, err
 
 
 def test_import_never_overwrites_production(cli, tmp_path: Path) -> None:
@@ -281,10 +283,10 @@ def test_a_changed_mapped_library_makes_evidence_stale(registry: Registry, tmp_p
     library = tmp_path / "libggml-fake.so.0"
     library.write_bytes(b"\x7fELF version 1")
     record = add_synthetic(registry, 1)
-    fingerprint = runtime_fingerprint(registry.target("cpu"), "llama.cpp", libraries=[library])
-    record_run(registry, record, fingerprint=fingerprint)
+    record_run(registry, record, evidence={"gguf-cpu-smoke": {"mapped_libraries": [str(library)]}})
     assert registry.deployability(record, "cpu").deployable
     library.write_bytes(b"\x7fELF version 2 (rebuilt with other flags)")
+    registry.host_report("cpu")  # what the host runs now, said to the registry
     verdict = registry.deployability(record, "cpu")
     assert [r.code for r in verdict.reasons] == [ReasonCode.STALE_RUNTIME]
     assert "libggml-fake.so.0 changed" in verdict.reasons[0].message
@@ -293,11 +295,13 @@ def test_a_changed_mapped_library_makes_evidence_stale(registry: Registry, tmp_p
 def test_an_edited_target_makes_evidence_stale(
     registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec = _targets(tmp_path, monkeypatch, _here())
+    spec = _targets(registry, tmp_path, _here())
     record = add_synthetic(registry, 1)
     record_run(registry, record, "prod")
     assert registry.deployability(record, "prod").deployable
     spec.write_text(spec.read_text().replace("memory_gib: 64", "memory_gib: 0.05"))
+    assert registry.deployability(record, "prod").deployable  # a file is not the registry
+    registry.define_targets(spec)
     verdict = registry.deployability(record, "prod")
     assert [r.code for r in verdict.reasons] == [ReasonCode.STALE_TARGET]
     assert "target 'prod' changed: memory_gib 64 → 0.05" in verdict.reasons[0].message
@@ -333,7 +337,7 @@ def test_artifact_signatures(
 ) -> None:
     files = signed_smollm2
     trusted = f"    trust: {{artifact_keys: ['{files['a_public']}']}}\n"
-    _targets(tmp_path, monkeypatch, _here("prod", trusted))
+    _targets(registry, tmp_path, _here("prod", trusted))
     # Missing: the record carries no signature.
     unsigned = registry.add(
         [files["model"]], model_id=SMOL_ID, source=SOURCE, base_model=SMOLLM2_BASE
@@ -419,7 +423,7 @@ def test_signed_runs_are_the_only_ones_a_strict_target_counts(
 ) -> None:
     private, public = key_pair(tmp_path, "verifier")
     _, stranger = key_pair(tmp_path, "stranger")
-    _targets(tmp_path, monkeypatch, _here("prod", f"    trust: {{verifier_keys: ['{public}']}}\n"))
+    _targets(registry, tmp_path, _here("prod", f"    trust: {{verifier_keys: ['{public}']}}\n"))
     record = add_synthetic(registry, 1)
     record_run(registry, record, "prod")  # unsigned
     assert _codes(registry, record, "prod") == [ReasonCode.UNTRUSTED_EVIDENCE]
@@ -442,6 +446,12 @@ def test_signed_runs_are_the_only_ones_a_strict_target_counts(
         connection.execute(
             text("UPDATE verifications SET outcome = 'pass' WHERE record_id = :r"), {"r": failing}
         )
+    # The stored verdict is as it was (not deployable: a rewrite around modelreg changes no
+    # stored verdict), db check names the drift, and derived again it says why.
+    assert not registry.deployability(failing, "prod").deployable
+    checked = registry.db_check()
+    assert any(failing in d for d in checked.verdicts_drifted), checked
+    registry.db_check(quarantine=True)
     verdict = registry.deployability(failing, "prod")
     assert [r.code for r in verdict.reasons] == [ReasonCode.UNTRUSTED_EVIDENCE]
     assert "not the signed ones" in verdict.reasons[0].message
@@ -451,9 +461,10 @@ def test_signed_runs_are_the_only_ones_a_strict_target_counts(
     _signed_run(registry, third, "prod", stranger_private)
     verdict = registry.deployability(third, "prod")
     assert "not trusted here" in verdict.reasons[0].message
-    # Keys that cannot be read when deployability is decided: nothing counts.
+    # The key is stored with the target's definition: its file gone from one host changes no
+    # verdict (every reader judges with the same key).
     public.unlink()
-    assert _codes(registry, record, "prod") == [ReasonCode.UNTRUSTED_EVIDENCE]
+    assert registry.deployability(record, "prod").deployable
     assert stranger.exists()
 
 
@@ -485,7 +496,10 @@ def _signed_run(
         )
         for check, o in (outcomes or PASSING).items()
     ]
-    fingerprint = runtime_fingerprint(registry.target(target), "llama.cpp")
+    from modelreg.targets import for_host
+
+    # Produced on a host of the target: its evidence names the runtime that host runs.
+    fingerprint = runtime_fingerprint(for_host(registry.target(target)), "llama.cpp")
     run_id = new_run_id()
     key = load_private_key(private)
     envelope, signer = registry._sign_run(
@@ -510,7 +524,9 @@ def test_verify_sign_key_signs_a_real_run(
     cli, smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     private, public = key_pair(tmp_path, "ci")
-    _targets(tmp_path, monkeypatch, _here("prod", f"    trust: {{verifier_keys: ['{public}']}}\n"))
+    spec = tmp_path / "targets.yaml"
+    spec.write_text(_here("prod", f"    trust: {{verifier_keys: ['{public}']}}\n"))
+    assert cli("targets", "apply", spec)[0] == 0
     record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", SOURCE, *SMOL_BASE)[1].strip()
     code, _, err = cli("verify", record, "--target", "prod")
     assert code == 1 and "no run on prod is signed" in err
@@ -558,11 +574,14 @@ def test_a_new_image_digest_makes_evidence_stale(
 ) -> None:
     image = "registry.example.com/llm/server@sha256:" + "a" * 64
     launch = "    launch: [run-server, --model, '{model}', --port, '{port}']\n"
-    spec = _targets(tmp_path, monkeypatch, _here("prod", f"    image: {image}\n{launch}"))
+    spec = _targets(registry, tmp_path, _here("prod", f"    image: {image}\n{launch}"))
     record = add_synthetic(registry, 1)
-    record_run(registry, record, "prod")
+    # The checks a launch target runs: the launched runtime answers, not the bundled one.
+    served = {"digest": "pass", "host-compat": "pass", "endpoint-smoke": "pass"}
+    record_run(registry, record, "prod", served)
     assert registry.deployability(record, "prod").deployable
     spec.write_text(spec.read_text().replace("a" * 64, "b" * 64))
+    registry.define_targets(spec)
     verdict = registry.deployability(record, "prod")
     assert [r.code for r in verdict.reasons] == [ReasonCode.STALE_TARGET]
     assert "deployed unit changed: image" in verdict.reasons[0].message

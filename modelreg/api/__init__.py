@@ -23,13 +23,12 @@ needs no registry) — and ``Registry`` only puts the parts together.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from modelreg import config
 from modelreg.api.browse import Browse
 from modelreg.api.deploy import Deploy
-from modelreg.api.judging import load_suite_ref, suite_label
+from modelreg.api.fleet import Fleet
 from modelreg.api.offline import (
     check_suite,
     diff,
@@ -44,6 +43,7 @@ from modelreg.api.status import Status
 from modelreg.api.team import Team
 from modelreg.api.verify import Verify
 from modelreg.errors import InvalidInput, ModelregError
+from modelreg.judging import load_suite_ref, suite_label
 from modelreg.validators.base import VerifyOptions
 
 __all__ = [
@@ -65,13 +65,15 @@ __all__ = [
 ]
 
 
-def open(url: str | None = None, *, targets_file: Path | None = None) -> Registry:
+def open(url: str | None = None) -> Registry:
     """Open the registry at ``url`` (a SQLAlchemy URL), else ``$MODELREG_DATABASE_URL``, else
     the SQLite file under ``$MODELREG_HOME``.
 
     SQLite is created or upgraded on first use; a PostgreSQL registry is created when empty and
     must be upgraded on purpose (``Registry.upgrade`` / ``modelreg db upgrade``) when older.
-    Raises ``RegistryUnavailable`` (exit 4) when the server cannot be reached.
+    Verdicts stored under older rules are derived again, once, by the first process of this
+    modelreg that opens the registry. Raises ``RegistryUnavailable`` (exit 4) when the server
+    cannot be reached.
     """
     from sqlalchemy.exc import DBAPIError
 
@@ -82,9 +84,11 @@ def open(url: str | None = None, *, targets_file: Path | None = None) -> Registr
     engine = create_registry_engine(resolved)
     try:
         prepare(engine, resolved)
+        store = Store(engine)
+        store.ensure_verdicts()
     except DBAPIError as exc:
         raise _database_error(exc, resolved) from None
-    return Registry(Store(engine), resolved, targets_file)
+    return Registry(store, resolved)
 
 
 def upgrade(url: str | None = None) -> tuple[str | None, str]:
@@ -100,6 +104,9 @@ def upgrade(url: str | None = None) -> tuple[str | None, str]:
     try:
         before = current_revision(engine)
         migrate(engine)
+        from modelreg.registry.store import Store
+
+        Store(engine).ensure_verdicts()
     except DBAPIError as exc:
         raise _database_error(exc, resolved) from None
     return before, SCHEMA_HEAD
@@ -120,7 +127,7 @@ def _database_error(exc: Any, url: str) -> Exception:
     )
 
 
-class Registry(Records, Verify, Deploy, Status, Team, Browse):
+class Registry(Records, Verify, Deploy, Status, Team, Browse, Fleet):
     """The registry, as a library: every operation the CLI and the HTTP server offer. Each
     concern is a module of this package; this class only puts them together.
 

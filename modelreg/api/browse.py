@@ -108,27 +108,28 @@ class Browse(Core):
                 ]
             if format is not None:
                 records = [r for r in records if r.format == format]
-            judge = self.judge(reads)
-            names = sorted(judge.targets)
+            from modelreg.registry.verdicts import stored, stored_of_records
+
             production: dict[str, list[str]] = {}
             for p in reads.productions_of(sorted({r.model_id for r in records})):
                 production.setdefault(p.record_id, []).append(p.target)
             picked: list[tuple[Any, list[Any]]] = []
             total = 0
-            # Judged a chunk at a time: a verdict filter must see every record, a page needs
+            # Read a chunk at a time: a verdict filter must see every record, a page needs
             # only the records it shows.
             for start in range(0, len(records), 500):
                 chunk = records[start : start + 500]
-                runs = reads.latest_runs_on([r.id for r in chunk], names)
-                for record in chunk:
-                    record_state = states.get(record.id, rules.ACTIVE)
-                    on = [t for t in names if (record.id, t) in runs]
-                    if target is not None and target not in on:
-                        on.append(target)
-                    verdicts = [
-                        judge.verdict(record, t, record_state, runs.get((record.id, t), []))
-                        for t in on
+                kept = stored_of_records(reads, [r.id for r in chunk])
+                if target is not None:
+                    missing = [
+                        (r.id, target)
+                        for r in chunk
+                        if target not in {v.target for v in kept[r.id]}
                     ]
+                    for (record_id, _), verdict in stored(reads, missing).items():
+                        kept[record_id].append(verdict)
+                for record in chunk:
+                    verdicts = sorted(kept[record.id], key=lambda v: v.target)
                     if now is not None:
                         shown = next(deployability_out(v) for v in verdicts if v.target == target)
                         if shown.now != now:
@@ -137,7 +138,7 @@ class Browse(Core):
                     if offset < total <= offset + limit:
                         picked.append((record, verdicts))
                 if now is None and total >= offset + limit:
-                    total = len(records)  # no verdict filter: the rest need no judging
+                    total = len(records)  # no verdict filter: the rest need no reading
                     break
             files = reads.files([r.id for r, _ in picked])
         items = [

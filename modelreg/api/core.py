@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 from modelreg import rules
-from modelreg.api.derived import Derived
-from modelreg.api.judging import Assessment, Judge
 from modelreg.api.offline import ManifestOptions, inspect
 from modelreg.api.views import targets_output
 from modelreg.errors import (
     InvalidInput,
     ModelNotFound,
+    ModelregError,
     RecordNotFound,
     TargetNotFound,
 )
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     # imported: `modelreg inspect` needs no database.
     from modelreg.record import Record
     from modelreg.registry.store import (
-        Reads,
         Store,
         StoredTarget,
     )
@@ -94,6 +92,20 @@ def _write_private(path: Path, text: str) -> None:
         raise
 
 
+def _unapplied(name: str) -> str | None:
+    """Where a target that is not in the registry is defined on this host, if it is: a
+    targets file is applied to the registry, never read beside it."""
+    from modelreg import config
+    from modelreg.targets import read_target_specs
+
+    path = config.targets_file()
+    try:
+        defined = name in read_target_specs(path)
+    except ModelregError:
+        return None
+    return str(path) if defined else None
+
+
 def _only_stale(verdict: Deployability) -> bool:
     return bool(verdict.reasons) and all(r.code in rules.STALE_CODES for r in verdict.reasons)
 
@@ -101,25 +113,21 @@ def _only_stale(verdict: Deployability) -> bool:
 class Core:
     """The registry's shared state and look-ups (every part of the API extends it)."""
 
-    def __init__(self, store: Store, url: str, targets_file: Path | None = None) -> None:
+    def __init__(self, store: Store, url: str) -> None:
         self.store = store
         self.url = url
-        self.targets_file = targets_file
-        # What reads derived, kept for later reads of this registry (``api.derived``).
-        self.derived = Derived()
 
     def all_targets(self) -> dict[str, Target]:
-        """Every target, merged in one place: built in, shared through the registry
-        (``targets add``), and the local targets file as an overlay labelled ``local:PATH``."""
+        """Every target: built in, and defined in the registry (``targets apply``)."""
         with self.store.read() as reads:
             return self.targets_with(reads.target_specs())
 
     def targets_with(self, shared: Sequence[StoredTarget]) -> dict[str, Target]:
-        """Every target by name: the built-in ones, the registry's shared definitions
-        (``shared``) and this process's targets file, the later overriding the earlier."""
+        """Every target by name: the built-in ones and the registry's definitions
+        (``shared``) — the same for every reader of this registry."""
         from modelreg.targets import all_targets
 
-        return all_targets(self.targets_file, {t.name: t.spec for t in shared})
+        return all_targets({t.name: t.spec for t in shared})
 
     def target(self, name: str) -> Target:
         """A target by name (built in, shared, or local); resolved once per call."""
@@ -128,12 +136,12 @@ class Core:
         check_length("target", name, TARGET_NAME_MAX)
         found = self.all_targets()
         if name not in found:
-            raise TargetNotFound(name, sorted(found))
+            raise TargetNotFound(name, sorted(found), _unapplied(name))
         return found[name]
 
     def targets(self) -> TargetsOutput:
-        """Every target: built in, shared through the registry, and local."""
-        return targets_output(self.all_targets())
+        """Every target: built in, and defined in the registry."""
+        return targets_output(self.all_targets(), here=True)
 
     def get(self, ref: str) -> Record:
         """A record by id or unique id prefix."""
@@ -149,11 +157,6 @@ class Core:
         """Every model id with at least one record, sorted."""
         with self.store.read() as reads:
             return reads.model_ids()
-
-    def judge(self, reads: Reads) -> Judge:
-        """The judge of one decision, over that call's transaction: the targets and suites it
-        reads, nothing worked out by an earlier call."""
-        return Judge(Assessment(self.targets_with(reads.target_specs())), reads.model_suites())
 
     def _require_model(self, model_id: str) -> None:
         from modelreg.limits import MODEL_ID_MAX, check_length

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from modelreg import clock, config, rules
 from modelreg.api.core import Core, _check_why
-from modelreg.api.judging import Judge, suite_label
 from modelreg.api.status import approval_out
 from modelreg.api.views import deployability_out, promotion_out, record_out
 from modelreg.deployed_unit import deployed_unit
@@ -18,6 +17,7 @@ from modelreg.errors import (
     NoRollbackCandidate,
     NotDeployable,
 )
+from modelreg.judging import fetchability, suite_in_force, suite_label, trust_policy
 from modelreg.rules import (
     Deployability,
     ReasonCode,
@@ -177,13 +177,13 @@ class _Failure:
     blocking: tuple[str, ...] = ()  # what failed in that run, when no case did
 
 
-def _newest_failure(reads: Reads, judge: Judge, record: Record, target: Target) -> _Failure:
+def _newest_failure(reads: Reads, record: Record, target: Target) -> _Failure:
     """The record's newest run on ``target`` that would count there (``rules.counting_run``
     of that run alone: not a one-off, local or signed by a key the target trusts) and failed,
     with the failing cases of its suite results."""
     from modelreg.schemas.suite import SuiteResult
 
-    trust = judge.trust(target)
+    trust = trust_policy(target)
     digests = (
         {f.path: f.sha256 or "" for f in record.manifest.files}
         if trust.verifier_keys is not None
@@ -499,10 +499,9 @@ class Deploy(Core):
         )
 
     def _verdict(self, view: Reads, record: Record, target: str) -> Deployability:
-        """The record's verdict on ``target`` from ``view``, by a judge of its own."""
-        return self.judge(view).verdict(
-            record, target, view.state(record.id), view.latest_runs([record.id], target)[record.id]
-        )
+        """The record's verdict on ``target`` as ``view`` stores it (a writing transaction's
+        own writes settled first)."""
+        return view.verdict(record.id, target)
 
     def _accept_relaxed(
         self,
@@ -536,17 +535,12 @@ class Deploy(Core):
             )
         return [_accepted_out(r) for r in relaxed]
 
-    def _readiness(self, view: Reads, judge: Judge, record: Record, target: str) -> rules.Readiness:
+    def _readiness(self, view: Reads, record: Record, target: str) -> rules.Readiness:
         """Can ``record`` take production on ``target`` now: deployable there, and its bytes
-        fetchable from a recorded location (checked by size; fetch checks every sha256)."""
-        from modelreg.locations import fetchable_copy
-
-        verdict = judge.verdict(
-            record, target, view.state(record.id), view.latest_runs([record.id], target)[record.id]
-        )
-        files = view.files([record.id])[record.id]
-        urls = [loc.url for loc in view.locations([record.id])[record.id]]
-        fetch_from, why = fetchable_copy([(f.path, f.bytes) for f in files], urls)
+        at a recorded location whose newest check verified every sha256 (a recorded fact:
+        nothing is probed, least of all inside a lock)."""
+        verdict = view.verdict(record.id, target)
+        fetch_from, why = fetchability(view.location_states([record.id])[record.id])
         return rules.Readiness(verdict, fetch_from, why)
 
     def _plan(
@@ -554,7 +548,6 @@ class Deploy(Core):
         view: Reads,
         model_id: str,
         target: Target,
-        judge: Judge,
         to: str | None = None,
     ) -> _Plan:
         """The rollback decision from one read (a snapshot for the plan, the locked
@@ -566,7 +559,7 @@ class Deploy(Core):
 
         def readiness(record_id: str) -> rules.Readiness:
             if record_id not in ready:
-                ready[record_id] = self._readiness(view, judge, records[record_id], target.name)
+                ready[record_id] = self._readiness(view, records[record_id], target.name)
             return ready[record_id]
 
         decision = rules.decide_rollback(steps, readiness, view.state, to=to)
@@ -608,7 +601,7 @@ class Deploy(Core):
     def _deployed(
         self,
         reads: Reads,
-        judge: Judge,
+        targets: dict[str, Target],
         record: Record,
         verdict: Deployability,
         fetch: tuple[str | None, str | None] = (None, None),
@@ -616,7 +609,7 @@ class Deploy(Core):
         """A record as a rollback shows it, read through ``reads`` (one snapshot for a plan)."""
         from modelreg.fingerprint import summary
 
-        the_target = judge.targets.get(verdict.target)
+        the_target = targets.get(verdict.target)
         # The run that decides the verdict (none: no run counts there), never merely the newest.
         run = reads.run_checks(verdict.run_id) if verdict.run_id else []
         answered = [str(g.get("output")) for v in run for g in generations(v.result.evidence)]
@@ -653,13 +646,13 @@ class Deploy(Core):
         decision = plan.decision
         production = candidate = rolled_back_from = None
         with self.store.read() as reads:
-            judge = self.judge(reads)
+            targets = self.targets_with(reads.target_specs())
 
             def shown(record: Record, ready: rules.Readiness | None) -> DeployedOut:
                 if ready is None or applied is not None:
-                    ready = self._readiness(reads, judge, record, target)  # after the move
+                    ready = self._readiness(reads, record, target)  # after the move
                 fetch = (ready.fetch_from, ready.unfetchable)
-                return self._deployed(reads, judge, record, ready.verdict, fetch)
+                return self._deployed(reads, targets, record, ready.verdict, fetch)
 
             if applied is not None and plan.candidate is not None and plan.current is not None:
                 production = shown(plan.candidate, None)
@@ -750,10 +743,9 @@ class Deploy(Core):
         the_target = self.target(target)
         with self.store.read() as reads:
             resolved = reads.record(to).id if to is not None else None
-            judge = self.judge(reads)
             if resolved is not None:
                 self._check_to(reads, model_id, target, resolved)
-            plan = self._plan(reads, model_id, the_target, judge, resolved)
+            plan = self._plan(reads, model_id, the_target, resolved)
         if refuse and plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
             raise self._no_candidate(model_id, target, plan)
         return the_target, plan
@@ -805,9 +797,8 @@ class Deploy(Core):
         candidate, current = plan.candidate, plan.current
         assert candidate is not None and current is not None
         with self.store.read() as reads:
-            judge = self.judge(reads)
-            failure = _newest_failure(reads, judge, current, target)
-            in_force = judge.suite_in_force(model_id, target)
+            failure = _newest_failure(reads, current, target)
+            in_force = suite_in_force(reads.model_suites([model_id]).get(model_id), target)
         base = in_force if in_force is not None else _golden_base(candidate, target)
         label = suite_label(in_force)
         origin = f"run {failure.run_id} of {current.id} on {target.name}"
@@ -820,9 +811,7 @@ class Deploy(Core):
             + (f" and the failing cases of {origin}" if failure.cases else ""),
         )
         # Registry puts Verify and Deploy together; a Deploy of its own verifies through one.
-        verifier = (
-            self if isinstance(self, Verify) else Verify(self.store, self.url, self.targets_file)
-        )
+        verifier = self if isinstance(self, Verify) else Verify(self.store, self.url)
         report = verifier.verify(
             candidate.id,
             target.name,
@@ -879,10 +868,9 @@ class Deploy(Core):
                 )
         applied = None
         with self.store.locked(model_id) as tx:
-            judge = self.judge(tx)
             if to is not None:
                 self._check_to(tx, model_id, target, to)
-            plan = self._plan(tx, model_id, the_target, judge, to)
+            plan = self._plan(tx, model_id, the_target, to)
             action = plan.decision.action
             if action is rules.RollbackAction.NO_CANDIDATE:
                 raise self._no_candidate(model_id, target, plan)

@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from modelreg.api.judging import load_suite_ref
 from modelreg.api.views import _card_output, _suite_output, targets_output
 from modelreg.errors import (
     InvalidInput,
 )
+from modelreg.judging import load_suite_ref
 from modelreg.rules import (
     StoredRun,
 )
@@ -135,11 +135,34 @@ def inspect(
 
 
 def targets(targets_file: Path | None = None) -> TargetsOutput:
-    """Every target known without a registry: this host (cpu), the Inferentia2 profiles and
-    the local targets file (``Registry.targets`` adds the registry's shared ones)."""
-    from modelreg.targets import all_targets
+    """Every target known without a registry: the built-in ones, and those a targets file
+    defines (read, not applied: ``Registry.define_targets`` applies them)."""
+    from modelreg import config
+    from modelreg.targets import targets_in_file
 
-    return targets_output(all_targets(targets_file))
+    return targets_output(targets_in_file(targets_file or config.targets_file()), here=True)
+
+
+def unapplied_targets(registry_targets: TargetsOutput, path: Path | None = None) -> list[str]:
+    """Targets a targets file on this host defines that the registry does not have as
+    defined there (none when the file is absent or unreadable): what ``targets apply`` would
+    change. No verdict reads the file; this is a note for the person who wrote it."""
+    from modelreg import config
+    from modelreg.errors import ModelregError
+    from modelreg.targets import read_target_specs, spec_as_json, spec_digest
+
+    path = path or config.targets_file()
+    try:
+        specs = read_target_specs(path)
+    except ModelregError:
+        return []
+    stored = {t.name: t for t in registry_targets.targets}
+    found = []
+    for name, spec in specs.items():
+        known = stored.get(name)
+        if known is None or known.spec_sha256 != spec_digest(spec_as_json(spec)):
+            found.append(name)
+    return found
 
 
 def check_suite(path: Path) -> SuiteOutput:

@@ -38,6 +38,7 @@ from modelreg.errors import (
     InvalidInput,
     NotFetchable,
 )
+from modelreg.judging import trust_policy
 from modelreg.rules import (
     Deployability,
     RecordStateKind,
@@ -48,6 +49,7 @@ from modelreg.schemas.output import (
     BadValueOut,
     CardRenderOutput,
     CardValidateOutput,
+    CheckedLocationOut,
     DbCheckOutput,
     DiffOutput,
     ExportOutput,
@@ -59,6 +61,7 @@ from modelreg.schemas.output import (
     ImportOutput,
     ListItem,
     ListOutput,
+    LocationCheckOut,
     LocationOut,
     LocationsOutput,
     PushedFileOut,
@@ -129,13 +132,33 @@ class Records(Deploy):
             if built.resolution is not None and record.manifest.source
             else file_url(built.root)
         )
-        return self._added(record, created, [here, *given], actor)
+        return self._added(record, created, [here, *given], actor, verified=here)
 
-    def _added(self, record: Record, created: bool, urls: Sequence[str], actor: str) -> AddOutput:
-        """Add the locations of a record just added, and say what was recorded."""
+    def _added(
+        self,
+        record: Record,
+        created: bool,
+        urls: Sequence[str],
+        actor: str,
+        verified: str | None = None,
+    ) -> AddOutput:
+        """Add the locations of a record just added, and say what was recorded; ``verified``:
+        the location add read every file of (its bytes were hashed there just now)."""
+        from modelreg import host
+
         with self.store.locked(record.model_id) as tx:
             if urls:
                 tx.add_locations(record, urls, actor)
+            if verified is not None:
+                tx.record_location_check(
+                    record.id,
+                    verified,
+                    True,
+                    "every sha256, hashed by add",
+                    host.hostname(),
+                    "add",
+                    actor,
+                )
             out = record_out(record, tx.files([record.id])[record.id], tx.state(record.id))
             locations = [loc.url for loc in tx.locations([record.id])[record.id]]
         return AddOutput(
@@ -182,9 +205,9 @@ class Records(Deploy):
             state = reads.state(record.id)
             files = reads.files([record.id])[record.id]
             verifications = reads.verifications(record.id)
-            judge = self.judge(reads)
+            targets = self.targets_with(reads.target_specs())
             verified_on = sorted({v.target for v in verifications})
-            runs = reads.latest_runs_on([record.id], verified_on)
+            verdicts = reads.verdicts([(record.id, t) for t in verified_on])
             production = [
                 promotion_out(p)
                 for p in reads.productions(record.model_id)
@@ -192,12 +215,9 @@ class Records(Deploy):
             ]
             foreign = reads.foreign_runs(record.id)
             exploratory = reads.exploratory_runs(record.id)
-        deployability = [
-            deployability_out(judge.verdict(record, name, state, runs.get((record.id, name), [])))
-            for name in verified_on
-        ]
+        deployability = [deployability_out(verdicts[(record.id, name)]) for name in verified_on]
         named = {p.target for p in production} | set(verified_on)
-        units = {t: deployed_unit(judge.targets[t]) for t in sorted(named) if t in judge.targets}
+        units = {t: deployed_unit(targets[t]) for t in sorted(named) if t in targets}
         return ShowOutput(
             record=record_out(record, files, state),
             manifest=record.manifest.model_dump(mode="json"),
@@ -229,14 +249,8 @@ class Records(Deploy):
             files = reads.files(ids)
             states = reads.states(ids)
             if deployable_on is not None:
-                judge = self.judge(reads)
-                runs = reads.latest_runs(ids, deployable_on)
-                verdicts = {
-                    r.id: judge.verdict(
-                        r, deployable_on, states.get(r.id, rules.ACTIVE), runs[r.id]
-                    )
-                    for r in records
-                }
+                found = reads.verdicts([(i, deployable_on) for i in ids])
+                verdicts = {i: found[(i, deployable_on)] for i in ids}
         items = []
         for record in records:
             record_state = states.get(record.id, rules.ACTIVE)
@@ -319,10 +333,15 @@ class Records(Deploy):
         (``compile_host=True``: can ``target`` compile this Neuron bundle?) An artifact — a
         GGUF file, a checkpoint or Neuron bundle directory, ``hf://org/name@REV`` — is read as
         ``inspect`` reads it, without hashing. For a record verified there, the runtime's
-        measured peak RSS is shown beside the estimate."""
+        measured peak RSS is shown beside the estimate. A CPU target that declares no memory
+        (built-in ``cpu``) is judged against this host's (``targets.for_host``): fit answers
+        for the host that asks; no verdict does."""
+        from modelreg.targets import for_host
+
         known_options("fit", options, FitOptions)
         name, manifest, recorded = self._subject(ref)
-        report = fit(name, manifest, self.target(target), compile_host=compile_host, **options)
+        the_target = for_host(self.target(target))
+        report = fit(name, manifest, the_target, compile_host=compile_host, **options)
         if recorded and not compile_host:
             measured = self._measured_peak(name, target)
             if measured is not None:
@@ -347,13 +366,9 @@ class Records(Deploy):
 
         verified = []
         with self.store.read() as reads:
-            judge = self.judge(reads)
-            state = reads.state(record.id)
             targets = reads.verified_targets(record.id)
-            runs = reads.latest_runs_on([record.id], targets)
-            decided = {
-                t: judge.verdict(record, t, state, runs.get((record.id, t), [])) for t in targets
-            }
+            found = reads.verdicts([(record.id, t) for t in targets])
+            decided = {t: found[(record.id, t)] for t in targets}
             counted = {
                 t: reads.run_checks(d.run_id) if d.run_id else [] for t, d in decided.items()
             }
@@ -436,7 +451,7 @@ class Records(Deploy):
         with self.store.read() as reads:
             record = reads.record(ref)
             runs = reads.latest_runs([record.id], target)[record.id]
-            trust = self.judge(reads).trust(the_target)
+            trust = trust_policy(the_target)
             stored = reads.verifications(record.id, target)
         signed = [r for r in runs if r.envelope is not None]
         if not signed:
@@ -482,48 +497,121 @@ class Records(Deploy):
         )
 
     def locations(self, ref: str) -> LocationsOutput:
-        """Where a record's bytes can be fetched."""
-        return self._locations_output(self.get(ref), [])
+        """Where a record's bytes are, each location with its newest recorded check."""
+        return self._locations_output(self.get(ref), [], [])
 
-    def _locations_output(self, record: Record, added: list[str]) -> LocationsOutput:
-        from modelreg.locations import FETCHABLE, parse_location
+    def _locations_output(
+        self, record: Record, added: list[str], checked: list[CheckedLocationOut]
+    ) -> LocationsOutput:
+        from modelreg.judging import fetchability
+        from modelreg.locations import parse_location
 
-        shown = []
         with self.store.read() as reads:
-            found = reads.locations([record.id])[record.id]
-        for loc in found:
-            scheme = parse_location(loc.url).scheme
+            states = reads.location_states([record.id])[record.id]
+        shown = []
+        for loc in states:
+            check = None
+            if loc.ok is not None:
+                assert loc.host is not None and loc.source is not None and loc.at is not None
+                check = LocationCheckOut(
+                    ok=loc.ok, detail=loc.detail, host=loc.host, source=loc.source, at=loc.at
+                )
             shown.append(
                 LocationOut(
                     url=loc.url,
-                    scheme=scheme,
-                    fetchable=scheme in FETCHABLE,
+                    scheme=parse_location(loc.url).scheme,
+                    fetchable=bool(loc.ok),
                     added_at=loc.added_at,
                     added_by=loc.added_by,
+                    checked=check,
                 )
             )
+        fetch_from, unfetchable = fetchability(states)
         return LocationsOutput(
             record_id=record.id,
             model_id=record.model_id,
             added_from=str(record.root),
             locations=shown,
             added=added,
+            checked=checked,
+            fetch_from=fetch_from,
+            unfetchable=unfetchable,
         )
 
     def locate(
-        self, ref: str, add: Sequence[str] = (), *, actor: str | None = None
+        self,
+        ref: str,
+        add: Sequence[str] = (),
+        *,
+        check: Sequence[str] | bool = False,
+        check_added: bool = True,
+        actor: str | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> LocationsOutput:
         """Add locations to a record (validated: malformed URLs and URLs carrying
-        credentials are refused) and list them all. Adding a known one changes nothing."""
+        credentials are refused) and list them all. Adding a known one changes nothing.
+
+        ``check``: read every file at these locations (True: at every location of the
+        record) and compare each sha256 — what makes a location fetchable for every reader.
+        A location this host cannot read (another host's path, a client library not
+        installed, the network) is said so and nothing is recorded for it. Locations added
+        here are checked too (``check_added``) when this host can read them."""
         from modelreg.locations import parse_location
 
         urls = [parse_location(url).url for url in add]
+        wanted = [parse_location(url).url for url in check] if not isinstance(check, bool) else []
         record = self.get(ref)
+        actor = actor or config.actor()
         added: list[str] = []
         if urls:
             with self.store.locked(record.model_id) as tx:
-                added = tx.add_locations(record, urls, actor or config.actor())
-        return self._locations_output(record, added)
+                added = tx.add_locations(record, urls, actor)
+        with self.store.read() as reads:
+            known = [loc.url for loc in reads.locations([record.id])[record.id]]
+        if check is True:
+            wanted = known
+        else:
+            unknown = [u for u in wanted if u not in known]
+            if unknown:
+                raise InvalidInput(
+                    f"{unknown[0]} is not a location of {record.id}",
+                    f"add it first: modelreg locate {record.id} --add {unknown[0]}",
+                )
+        targets = list(dict.fromkeys([*(added if check_added else []), *wanted]))
+        checked = self._check_locations(record, targets, "check", actor, progress)
+        return self._locations_output(record, added, checked)
+
+    def _check_locations(
+        self,
+        record: Record,
+        urls: Sequence[str],
+        source: str,
+        actor: str,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[CheckedLocationOut]:
+        """Read every file at each of ``urls`` (outside any lock: the reads may be slow) and
+        record what was found where it says something about the bytes."""
+        from modelreg import host
+        from modelreg.locations import WantedFile, check_location
+
+        if not urls:
+            return []
+        with self.store.read() as reads:
+            files = reads.files([record.id])[record.id]
+        wanted = [WantedFile(f.path, f.bytes, f.sha256) for f in files]
+        scratch = config.home() / "cache" / "checks"
+        found = [check_location(wanted, url, scratch, progress) for url in urls]
+        recorded = [c for c in found if c.ok is not None]
+        if recorded:
+            with self.store.locked(record.model_id) as tx:
+                for c in recorded:
+                    tx.record_location_check(
+                        record.id, c.url, bool(c.ok), c.detail, host.hostname(), source, actor
+                    )
+        return [
+            CheckedLocationOut(url=c.url, ok=c.ok, detail=c.detail, recorded=c.ok is not None)
+            for c in found
+        ]
 
     def push(
         self,
@@ -575,7 +663,20 @@ class Records(Deploy):
         except Unavailable as exc:
             raise NotFetchable(f"push {record.id} to {reference.url()}: {exc.reason}") from None
         location = reference.url(digest)
-        self.locate(record.id, [location], actor=actor)
+        from modelreg import host
+
+        with self.store.locked(record.model_id) as tx:
+            tx.add_locations(record, [location], actor or config.actor())
+            # The registry checked every blob's digest as it arrived: the copy is verified.
+            tx.record_location_check(
+                record.id,
+                location,
+                True,
+                "every sha256, checked by the registry as it was pushed",
+                host.hostname(),
+                "push",
+                actor or config.actor(),
+            )
         return PushOutput(
             record_id=record.id,
             location=location,
@@ -611,7 +712,9 @@ class Records(Deploy):
         with self.store.read() as reads:
             record = reads.record(ref)
             files = reads.files([record.id])[record.id]
-            urls = [loc.url for loc in reads.locations([record.id])[record.id]]
+            states = reads.location_states([record.id])[record.id]
+        # Verified copies first, then those never checked, then those found wanting.
+        urls = [s.url for s in sorted(states, key=lambda s: {True: 0, None: 1, False: 2}[s.ok])]
         if on_start is not None:
             on_start(record.id, len(files), sum(f.bytes for f in files))
         started = time.perf_counter()
@@ -621,13 +724,15 @@ class Records(Deploy):
                 [WantedFile(f.path, f.bytes, f.sha256) for f in files], urls, to, progress
             )
             outcome = "fetched"
-        except NotFetchable:
+        except NotFetchable as exc:
             outcome = "not_fetchable"
+            self._fetch_checked(record, [], exc.problems)
             raise
         finally:
             runmetrics.observe(
                 "modelreg_fetch_duration_seconds", time.perf_counter() - started, outcome=outcome
             )
+        self._fetch_checked(record, fetched, skipped)
         return FetchOutput(
             record_id=record.id,
             to=str(to.expanduser().absolute()),
@@ -637,6 +742,28 @@ class Records(Deploy):
             ],
             skipped=[FetchProblem(url=s.url, reason=s.reason) for s in skipped],
         )
+
+    def _fetch_checked(
+        self, record: Record, fetched: Sequence[Any], skipped: Sequence[Any]
+    ) -> None:
+        """Record what a fetch read where: a location that gave every file (every sha256
+        matched) is verified; one that gave other bytes is recorded as holding them."""
+        from modelreg import host
+        from modelreg.locations import says_gone
+
+        whole = {f.source for f in fetched if all(g.source == f.source for g in fetched)}
+        other = {p.url for p in skipped if says_gone(p.reason)} - whole
+        if not (whole or other):
+            return
+        actor, here = config.actor(), host.hostname()
+        with self.store.locked(record.model_id) as tx:
+            for url in sorted(whole):
+                tx.record_location_check(
+                    record.id, url, True, "every sha256, fetched", here, "fetch", actor
+                )
+            for url in sorted(other):
+                why = next(p.reason for p in skipped if p.url == url)
+                tx.record_location_check(record.id, url, False, why, here, "fetch", actor)
 
     def cyclonedx(self, ref: str, output: Path | None = None) -> dict[str, Any]:
         """A CycloneDX 1.6 ML-BOM (``modelreg.bom``) of one record (an id or unique prefix) or
@@ -674,8 +801,15 @@ class Records(Deploy):
     def db_check(self, *, quarantine: bool = False, actor: str | None = None) -> DbCheckOutput:
         """Name every stored value that cannot be read back (a lone surrogate, JSON nested too
         deep: rows from before the storage boundary); ``quarantine`` makes each readable."""
+        from modelreg.registry.verdicts import drift, settle_everything
+
         bad = self.store.check(quarantine=quarantine, actor=actor or config.actor())
         out = [BadValueOut(table=b.table, key=b.key, column=b.column, why=b.why) for b in bad]
+        with self.store.read() as reads:
+            drifted = drift(reads)
+        if quarantine and drifted:
+            with self.store.write() as tx:
+                settle_everything(tx)
         if not bad:
             message = "every stored value can be read back"
         elif quarantine:
@@ -685,7 +819,18 @@ class Records(Deploy):
                 f"{len(bad)} stored value(s) cannot be read back as stored; make them readable "
                 "with: modelreg db check --quarantine"
             )
-        return DbCheckOutput(bad=out, quarantined=quarantine and bool(bad), message=message)
+        if drifted:
+            message += (
+                f"; {len(drifted)} stored verdict(s) disagree with the rows they are derived "
+                "from (written around modelreg)"
+                + (": derived again" if quarantine else ": derive them again with --quarantine")
+            )
+        return DbCheckOutput(
+            bad=out,
+            quarantined=quarantine and bool(bad),
+            verdicts_drifted=drifted,
+            message=message,
+        )
 
 
 _AGE_RE = re.compile(r"(\d{1,6})([mhd])")

@@ -40,9 +40,10 @@ class Team(Core):
     """The team service's shared state: target definitions, API tokens and webhooks."""
 
     def define_targets(self, path: Path, *, actor: str | None = None) -> TargetsChangeOutput:
-        """Share the targets of a YAML file (the targets.yaml format) through the registry:
-        everyone using it sees the same definitions. A definition replaces the stored one of
-        that name; each change is an event."""
+        """Apply the targets of a YAML file (the targets.yaml format) to the registry: every
+        reader sees the same definitions, with the trusted keys and suite files they name read
+        and stored in them. A definition replaces the stored one of that name; each change is
+        an event, and evidence judged under the old definition is stale from then on."""
         from modelreg.targets import (
             TARGET_NAME_RE,
             builtin_names,
@@ -70,7 +71,7 @@ class Team(Core):
         )
         changed = [n for n, c in changes.items() if c != "unchanged"]
         message = (
-            f"shared through the registry: {', '.join(f'{n} ({changes[n]})' for n in changed)}"
+            f"applied to the registry: {', '.join(f'{n} ({changes[n]})' for n in changed)}"
             if changed
             else "nothing changed: the registry already has these definitions"
         )
@@ -81,7 +82,7 @@ class Team(Core):
     ) -> TargetsChangeOutput:
         """Remove a shared target definition. Evidence gathered on it is kept; records
         production there read "target no longer defined" until it is defined again."""
-        from modelreg.targets import builtin_names, read_target_specs
+        from modelreg.targets import builtin_names
 
         _check_why(why)
         if name in builtin_names():
@@ -90,17 +91,13 @@ class Team(Core):
         # (a newer field, a bad path) can still be removed.
         with self.store.read() as reads:
             shared = {t.name for t in reads.target_specs()}
-        local = self.targets_file or config.targets_file()
-        if name not in shared and name in read_target_specs(local):
-            raise InvalidInput(
-                f"target {name!r} is not shared through the registry: it is defined in {local}",
-                "edit that file to remove it",
-            )
         with self.store.write() as tx:
             removed = tx.remove_target(name, actor or config.actor(), why)
             production = [p.model_id for p in tx.productions(None, name)]
         if not removed:
-            raise TargetNotFound(name, sorted(shared))
+            from modelreg.api.core import _unapplied
+
+            raise TargetNotFound(name, sorted(shared), _unapplied(name))
         message = f"removed shared target {name}"
         if production:
             message += (
@@ -138,34 +135,14 @@ class Team(Core):
             raise NotFound(f"token {name!r} not found", "list them with: modelreg token list")
         return TokenRevokeOutput(token=_token_out(stored), changed=before.revoked_at is None)
 
-    def known_token(self, secret: str, generations: dict[str, int]) -> StoredToken | None:
-        """The valid (not revoked) token of ``secret`` from the tokens kept in this process,
-        when ``generations`` (``Store.peek``, just now) says they are current; None otherwise
-        (ask ``authenticate``, which reads them and says why one is refused)."""
-        from modelreg.tokens import secret_digest
-
-        generation = generations.get("tokens")
-        tokens = self.derived.tokens(generation) if generation is not None else None
-        token = tokens.get(secret_digest(secret)) if tokens is not None else None
-        return token if token is not None and token.revoked_at is None else None
-
     def authenticate(self, secret: str) -> StoredToken:
         """The token a bearer secret belongs to; ``Unauthorized`` when it is unknown or
-        revoked."""
+        revoked. One indexed read per call (the secret's digest): a revoke counts from the
+        next request, in every process."""
         from modelreg.tokens import secret_digest
 
-        # The tokens are read again whenever their generation moved (a create or a revoke
-        # bumps it in its transaction): one statement per request otherwise.
-        named, _ = self.store.peek([])
-        generation = named.get("tokens")
-        tokens = self.derived.tokens(generation) if generation is not None else None
-        if tokens is None:
-            with self.store.read() as reads:
-                generation = reads.generations().get("tokens")
-                tokens = {t.secret_sha256: t for t in reads.tokens()}
-            if generation is not None:  # (no generation row: nothing is kept)
-                self.derived.keep_tokens(generation, tokens)
-        token = tokens.get(secret_digest(secret))
+        with self.store.read() as reads:
+            token = reads.token_of(secret_digest(secret))
         if token is None:
             raise Unauthorized("unknown token", "create one with: modelreg token create NAME")
         if token.revoked_at is not None:

@@ -10,13 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from modelreg import config, rules
 from modelreg.api.core import Core, _check_uploaded, _check_why
-from modelreg.api.judging import (
-    _runtime_of,
-    load_suite_ref,
-    suite_in_force,
-    suite_label,
-    trust_policy,
-)
 from modelreg.api.views import (
     _imported_out,
     _reason_out,
@@ -28,7 +21,19 @@ from modelreg.errors import (
     InvalidInput,
     NotDeployable,
 )
-from modelreg.fingerprint import Fingerprint, runtime_fingerprint
+from modelreg.fingerprint import (
+    Fingerprint,
+    runtime_fingerprint,
+    runtime_installed,
+    runtime_part,
+)
+from modelreg.judging import (
+    load_suite_ref,
+    runtime_of,
+    suite_in_force,
+    suite_label,
+    trust_policy,
+)
 from modelreg.rules import (
     Reason,
 )
@@ -46,6 +51,7 @@ if TYPE_CHECKING:
     # imported: `modelreg inspect` needs no database.
     from modelreg.progress import ProgressCallback, VerifyProgress
     from modelreg.record import Record
+    from modelreg.registry.store import Writes
     from modelreg.registry.tables import ModelSuiteRow
     from modelreg.schemas.suite import Suite, SuiteResult
     from modelreg.schemas.verification import CheckResult
@@ -62,6 +68,11 @@ class _VerifyPlan:
     private_key: Any
     # A suite given for this run that is not the one in force: recorded, never counted.
     exploratory: bool = False
+    # Why it never counts (``runs.purpose``): one_off (the suite above), investigate, drill.
+    purpose: str | None = None
+    # The files are read where ``add`` recorded them (no ``path``): what the digest check
+    # finds there is recorded as a check of that location.
+    at_root: bool = False
 
 
 class Verify(Core):
@@ -79,6 +90,7 @@ class Verify(Core):
         sign_key: Path | None = None,
         actor: str | None = None,
         progress: ProgressCallback | None = None,
+        fetch: bool = False,
         _warm_llama_child: RuntimeChild | None = None,
     ) -> VerifyOutput:
         """Run the record's required checks on ``target``, store every result with its
@@ -95,15 +107,24 @@ class Verify(Core):
         killed.)
         ``progress``: called with a ``modelreg.progress.ProgressEvent`` as each check starts
         and ends (and per suite case where one is observable); None: silent.
+        ``fetch``: take the files from the record's recorded locations (every sha256 checked
+        as they arrive) into this host's cache, and verify that copy.
+
+        Files that are not where they are looked for are not bad bytes: nothing runs, and the
+        run is recorded as ``missing_bytes`` — never counted, no verdict changed (the record's
+        location there is recorded as not holding them).
 
         A held or retired record is refused (``NotDeployable``) before anything runs: its
         evidence could not make it deployable, and a generation would only waste the time.
         """
         from modelreg.progress import VerifyProgress
+        from modelreg.targets import for_host
 
         watcher = VerifyProgress(progress)
         try:
-            the_target = self.target(target)
+            # The target as this host sees it: whether it is one of its hosts (checks that
+            # need its hardware run only there), and its memory when it declares none.
+            the_target = for_host(self.target(target))
             with self.store.read() as reads:
                 record = reads.record(ref)
                 # Refused here, before any check or runtime child runs. (The locked write
@@ -124,11 +145,14 @@ class Verify(Core):
                 raise NotDeployable(record.id, target, [Reason(lifecycle.code, message, hint)])
             from modelreg.validators.base import locate_files
 
+            if fetch and path is None:
+                path = self._fetched_copy(record)
             files = locate_files(record, path)
             reference_record = self.get(reference) if reference is not None else None
             plan = self._verify_plan(
                 record, the_target, options, suite, attached, reference_record, sign_key
             )
+            plan = dataclasses.replace(plan, at_root=path is None)
         except BaseException:
             if _warm_llama_child is not None:
                 _warm_llama_child.discard()
@@ -139,6 +163,20 @@ class Verify(Core):
 
         started = time.perf_counter()
         verdict = "error"
+        missing = sorted(name for name, where in files.items() if not where.is_file())
+        if missing:
+            if _warm_llama_child is not None:
+                _warm_llama_child.discard()
+            verdict = "missing_bytes"
+            try:
+                return self._missing_bytes(record, the_target, files, missing, path, plan, actor)
+            finally:
+                runmetrics.observe(
+                    "modelreg_verify_duration_seconds",
+                    time.perf_counter() - started,
+                    target=target,
+                    verdict=verdict,
+                )
         try:
             done = self._verify(
                 record, the_target, files, plan, signatures, actor, _warm_llama_child, watcher
@@ -152,6 +190,109 @@ class Verify(Core):
                 target=target,
                 verdict=verdict,
             )
+
+    def _fetched_copy(self, record: Record) -> Path:
+        """A verified copy of the record's files in this host's cache (fetched from its
+        recorded locations when not there yet; the digest check reads every byte again)."""
+        from modelreg import config
+
+        cache = config.home() / "cache" / "records" / record.id
+        wanted = {f.path for f in record.manifest.files}
+        if not all((cache / name).is_file() for name in wanted):
+            import shutil
+
+            shutil.rmtree(cache, ignore_errors=True)
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            self.fetch(record.id, cache)  # type: ignore[attr-defined]
+        return cache
+
+    def _missing_bytes(
+        self,
+        record: Record,
+        target: Target,
+        files: dict[str, Path],
+        missing: list[str],
+        path: Path | None,
+        plan: _VerifyPlan,
+        actor: str | None,
+    ) -> VerifyOutput:
+        """A verify whose files are not here: recorded, never counted (``missing_bytes``)."""
+        from modelreg import host
+        from modelreg.clock import utcnow
+        from modelreg.registry.store import new_run_id
+        from modelreg.schemas.verification import CheckResult, Outcome
+
+        where = str(path) if path is not None else str(record.root)
+        shown = ", ".join(missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
+        now = utcnow()
+        result = CheckResult(
+            check="digest",
+            required=True,
+            outcome=Outcome.UNAVAILABLE,
+            classification="missing_bytes",
+            summary=f"not on this host ({host.hostname()}) at {where}: {shown} — nothing was "
+            "verified and no verdict changed",
+            evidence={"missing": missing, "looked_in": where},
+            started_at=now,
+            finished_at=now,
+        )
+        fingerprint = runtime_fingerprint(target, runtime_of(record), suite=suite_label(plan.suite))
+        run_id = new_run_id()
+        actor = actor or config.actor()
+        with self.store.locked(record.model_id) as tx:
+            tx.save_run(
+                record,
+                target.name,
+                [result],
+                host.hostname(),
+                fingerprint,
+                run_id=run_id,
+                purpose="missing_bytes",
+            )
+            tx.event(
+                "verify",
+                actor,
+                record.id,
+                target.name,
+                None,
+                {
+                    "run_id": run_id,
+                    "passed": False,
+                    "blocking": ["digest: unavailable (missing_bytes)"],
+                    "checks": {"digest": "unavailable"},
+                    "missing_bytes": missing,
+                    "exploratory": True,
+                },
+            )
+            if path is None:
+                self._root_checked(tx, record, False, f"missing on this host: {shown}", actor)
+            deployable = tx.verdict(record.id, target.name)
+            state = tx.state(record.id)
+            files_out = tx.files([record.id])[record.id]
+        return VerifyOutput(
+            record=record_out(record, files_out, state),
+            target=target.name,
+            run_id=run_id,
+            passed=False,
+            deployability=deployability_out(deployable),
+            checks=[result],
+            signed_by=None,
+            exploratory=True,
+            purpose="missing_bytes",
+        )
+
+    @staticmethod
+    def _root_checked(tx: Writes, record: Record, ok: bool, detail: str, actor: str) -> None:
+        """Record what a verify found at the record's own location on this host (the one
+        ``add`` recorded), when that is a recorded location."""
+        from modelreg import host
+        from modelreg.locations import file_url
+
+        url = file_url(record.root)
+        if url in {loc.url for loc in tx.locations([record.id])[record.id]}:
+            tx.record_location_check(record.id, url, ok, detail, host.hostname(), "verify", actor)
 
     def _verify_plan(
         self,
@@ -201,7 +342,14 @@ class Verify(Core):
             from modelreg.signing import load_private_key
 
             private_key = load_private_key(key_path)
-        return _VerifyPlan(options, chosen, reference_record, private_key, exploratory)
+        return _VerifyPlan(
+            options,
+            chosen,
+            reference_record,
+            private_key,
+            exploratory,
+            "one_off" if exploratory else None,
+        )
 
     def _verify(
         self,
@@ -239,7 +387,7 @@ class Verify(Core):
             # while the model loads. The fingerprint itself is made from the evidence after
             # every check is in (``_record_results``).
             beside.submit(
-                runtime_fingerprint, target, _runtime_of(record), suite=suite_label(plan.suite)
+                runtime_fingerprint, target, runtime_of(record), suite=suite_label(plan.suite)
             )
             results = run_checks(
                 record,
@@ -292,7 +440,7 @@ class Verify(Core):
         )
         fingerprint = runtime_fingerprint(
             target,
-            _runtime_of(record),
+            runtime_of(record),
             libraries=libraries,
             suite=suite_label(plan.suite),
         )
@@ -307,8 +455,9 @@ class Verify(Core):
                 record, target.name, run_id, hostname, results, fingerprint, plan.private_key
             )
         actor = actor or config.actor()
+        runtime = runtime_of(record)
+        observed = runtime_part(fingerprint)
         with self.store.locked(record.model_id) as tx:
-            judge = self.judge(tx)
             tx.save_run(
                 record,
                 target.name,
@@ -319,7 +468,24 @@ class Verify(Core):
                 envelope=envelope,
                 signer_key_id=signer,
                 exploratory=plan.exploratory,
+                purpose=plan.purpose,
             )
+            if target.is_local and not plan.exploratory and runtime_installed(runtime, observed):
+                # What this host of the target runs: evidence produced under another runtime
+                # there is stale from now on, for every reader. (A run that never counts says
+                # nothing: a one-off changes no verdict.)
+                tx.record_runtime_report(
+                    target.name, runtime, hostname, observed, "verify", actor, run_id
+                )
+            digest = next((r for r in results if r.check == "digest"), None)
+            if plan.at_root and digest is not None and digest.outcome.value in ("pass", "fail"):
+                self._root_checked(
+                    tx,
+                    record,
+                    digest.outcome.value == "pass",
+                    "every sha256" if digest.outcome.value == "pass" else digest.summary,
+                    actor,
+                )
             tx.event(
                 "verify",
                 actor,
@@ -338,9 +504,7 @@ class Verify(Core):
                 },
             )
             state = tx.state(record.id)
-            deployable = judge.verdict(
-                record, target.name, state, tx.latest_runs([record.id], target.name)[record.id]
-            )
+            deployable = tx.verdict(record.id, target.name)
             files_out = tx.files([record.id])[record.id]
         return VerifyOutput(
             record=record_out(record, files_out, state),
@@ -351,6 +515,7 @@ class Verify(Core):
             checks=list(results),
             signed_by=signer,
             exploratory=plan.exploratory,
+            purpose=plan.purpose,
         )
 
     def _baseline_result(
@@ -368,11 +533,8 @@ class Verify(Core):
             baseline_id = production.record_id
             if baseline_id == record.id:
                 return None, baseline_id, None  # production is its own baseline: no drop
-            baseline = reads.records_by_id([baseline_id])[baseline_id]
             runs = reads.latest_runs([baseline_id], target.name)[baseline_id]
-            verdict = self.judge(reads).verdict(
-                baseline, target.name, reads.state(baseline_id), runs
-            )
+            verdict = reads.verdict(baseline_id, target.name)
             run = next((r for r in runs if r.run_id == verdict.run_id), None)
             if run is None:
                 why = f"production {baseline_id} has no counting run on {target.name}"
@@ -462,14 +624,8 @@ class Verify(Core):
         self.target(target)
         with self.store.read() as reads:
             records = reads.records(verified_on=target)
-            ids = [r.id for r in records]
-            states, runs = reads.states(ids), reads.latest_runs(ids, target)
-            judge = self.judge(reads)
-        return [
-            r
-            for r in records
-            if judge.verdict(r, target, states.get(r.id, rules.ACTIVE), runs[r.id]).stale
-        ]
+            verdicts = reads.verdicts([(r.id, target) for r in records])
+        return [r for r in records if verdicts[(r.id, target)].stale]
 
     def verify_stale(
         self,
@@ -744,10 +900,7 @@ class Verify(Core):
                         "signed_by": signer,
                     },
                 )
-                state = tx.state(record.id)
-                verdict = self.judge(tx).verdict(
-                    record, target, state, tx.latest_runs([record.id], target)[record.id]
-                )
+                verdict = tx.verdict(record.id, target)
                 (run,) = [r for r in tx.foreign_runs(record.id) if r.run_id == run_id]
         except RowConflict:
             # The same signed run sent twice at once: one is stored, the other refused.
@@ -786,13 +939,8 @@ class Verify(Core):
             record = reads.record(ref)
             runs = reads.foreign_runs(record.id)
             targets = sorted({r.target for r in runs})
-            latest = reads.latest_runs_on([record.id], targets)
-            state = reads.state(record.id)
-            judge = self.judge(reads)
-        deciding = {
-            t: judge.verdict(record, t, state, latest.get((record.id, t), [])).run_id
-            for t in targets
-        }
+            verdicts = reads.verdicts([(record.id, t) for t in targets])
+        deciding = {t: verdicts[(record.id, t)].run_id for t in targets}
         return ImportedRunsOutput(
             record_id=record.id,
             runs=[_imported_out(r, deciding.get(r.target) == r.run_id) for r in runs],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -184,9 +184,12 @@ def _event_summary(kind: str, detail: dict[str, Any]) -> str:
     return ""
 
 
-def targets_output(found: dict[str, Target]) -> TargetsOutput:
-    """Targets as the output contract shows them, with their origin (builtin, registry,
-    local:PATH)."""
+def targets_output(found: dict[str, Target], *, here: bool = False) -> TargetsOutput:
+    """Targets as the output contract shows them, with their origin (builtin, registry) and,
+    with ``here``, whether the host answering is one of their hosts (``targets.for_host``:
+    shown, never part of a verdict)."""
+    from modelreg.targets import for_host
+
     return TargetsOutput(
         targets=[
             TargetOut(
@@ -196,11 +199,12 @@ def targets_output(found: dict[str, Target]) -> TargetsOutput:
                 memory_bytes=t.memory_bytes,
                 neuron_cores=t.neuron_cores,
                 hbm_bytes=t.hbm_bytes,
-                is_local=t.is_local,
+                is_local=for_host(t).is_local if here else None,
                 origin=t.origin,
                 cpu_flags=sorted(t.cpu_flags) if t.cpu_flags is not None else None,
                 runtime=dict(t.runtime),
                 unit=deployed_unit(t),
+                spec_sha256=t.spec_sha256,
             )
             for t in found.values()
         ]
@@ -268,9 +272,9 @@ def _imported_out(run: ForeignRun, counted: bool) -> ImportedRunOut:
 def _runs_out(
     verifications: Sequence[Verification],
     foreign: Sequence[ForeignRun] = (),
-    exploratory: Iterable[str] = (),
+    exploratory: Mapping[str, str] | None = None,
 ) -> list[RunOut]:
-    one_off = set(exploratory)
+    one_off = dict(exploratory or {})
     origins = {r.run_id: r for r in foreign}
     runs: dict[str, RunOut] = {}
     for v in verifications:
@@ -286,6 +290,7 @@ def _runs_out(
                 origin=_origin(elsewhere.origin) if elsewhere else "local",
                 origin_detail=elsewhere.origin_detail if elsewhere else None,
                 exploratory=v.run_id in one_off,
+                purpose=one_off.get(v.run_id),
             )
         run.checks.append(v.result)
     return list(runs.values())
@@ -383,9 +388,11 @@ def _gate_of(status: StatusOutput, model_id: str, target: str, sha256: str) -> G
     verdict = entry.deployability
     if verdict.deployable and entry.fetch_from is None:
         return fail(
-            f"{record.record_id} is deployable on {target} but no recorded location has its "
-            f"files ({entry.unfetchable}): nothing could fetch what the gate passes",
-            f"add one: modelreg locate {record.record_id} --add file://HOST/DIR",
+            f"{record.record_id} is deployable on {target} but no recorded location is "
+            f"verified to hold its files ({entry.unfetchable}): nothing could fetch what the "
+            "gate passes",
+            f"check a copy from a host that can read it: modelreg locate {record.record_id} "
+            "--check URL (or --add URL)",
             record.record_id,
         )
     return GateOutput(

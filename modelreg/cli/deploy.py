@@ -71,11 +71,19 @@ def _verify_text(report: VerifyOutput) -> None:
     if report.signed_by:
         out(f"signed by key {report.signed_by}")
     verdict = report.deployability
-    if report.exploratory:
+    unchanged = f"{report.record.record_id} on {report.target} is unchanged: " + (
+        "deployable" if verdict.deployable else "not deployable"
+    )
+    if report.purpose == "missing_bytes":
+        say(
+            f"nothing verified: the files are not on this host (not counted, not a failure); "
+            f"{unchanged}. Verify a copy from its recorded locations: modelreg verify "
+            f"{report.record.record_id} --target {report.target} --fetch (or give --path)"
+        )
+    elif report.exploratory:
         say(
             f"one-off run {'passed' if report.passed else 'FAILED'} (not counted: the suite is "
-            f"not the one in force); {report.record.record_id} on {report.target} is unchanged: "
-            + ("deployable" if verdict.deployable else "not deployable")
+            f"not the one in force); {unchanged}"
         )
     elif verdict.deployable:
         say(f"{report.record.record_id} is deployable on {report.target}")
@@ -120,6 +128,15 @@ def verify(
         Path | None,
         typer.Option("--path", help="Where the files are on this host (default: where added)."),
     ] = None,
+    fetch: Annotated[
+        bool,
+        typer.Option(
+            "--fetch",
+            help="Take the files from RECORD's recorded locations into this host's cache (every "
+            "sha256 checked) and verify that copy. Without it, files that are not here are "
+            "'missing_bytes': nothing runs and no verdict changes.",
+        ),
+    ] = False,
     timeout: Annotated[
         float | None,
         typer.Option(
@@ -180,10 +197,13 @@ def verify(
     if stale:
         if record_ref is not None:
             raise InvalidInput("give either RECORD or --stale, not both")
-        if path is not None:
+        if path is not None or fetch:
             raise InvalidInput(
-                "--path applies to one record", "give RECORD with --path, or --stale without it"
+                "--path and --fetch apply to one record",
+                "give RECORD with --path or --fetch, or --stale without them",
             )
+    if path is not None and fetch:
+        raise InvalidInput("give --path or --fetch, not both")
     elif record_ref is None:
         raise InvalidInput("give a RECORD to verify (or --stale --target T)")
     if stale:
@@ -221,6 +241,7 @@ def verify(
             record_ref,
             target,
             path=path,
+            fetch=fetch,
             options=options,
             suite=suite,
             reference=reference,
@@ -234,6 +255,8 @@ def verify(
         emit(report)
     else:
         _verify_text(report)
+    if report.purpose == "missing_bytes":
+        return 1  # nothing ran: no answer for this host
     if report.exploratory:  # a one-off answers for its own run only
         return 0 if report.passed else 1
     return 0 if report.deployability.deployable else 1
@@ -463,14 +486,6 @@ def status(
 ) -> int:
     """What runs where: model × target → production record, files, deployable now / stale /
     held, where its bytes can be fetched, promoted when, by whom, why."""
-    if model is None and target is None and expect_sha256 is None:
-        # An empty registry is answered from SQLite directly: no ORM (nor the API, ~0.2 s) to
-        # import for "nothing" — the other read past the API.
-        from modelreg import config
-        from modelreg.registry.quick import nothing_in_production
-
-        if nothing_in_production(config.database_url(ctx.obj.get("db") if ctx.obj else None)):
-            return _status_report(_empty_status(), json_out, check)
     api = registry(ctx)
     if expect_sha256 is not None:
         if model is None or target is None:
@@ -492,12 +507,6 @@ def status(
                     say(f"  fix: {r.hint}")
         return 0 if gate.passed else 1
     return _status_report(api.status(model, target), json_out, check)
-
-
-def _empty_status() -> StatusOutput:
-    from modelreg.schemas.output import StatusOutput
-
-    return StatusOutput(entries=[])
 
 
 def _status_report(report: StatusOutput, json_out: bool, check: bool = False) -> int:

@@ -239,6 +239,7 @@ def run() -> None:
 # Commands live in their own modules and register themselves on ``app``.
 from modelreg.cli import card as _card  # noqa: E402,F401
 from modelreg.cli import deploy as _deploy  # noqa: E402,F401
+from modelreg.cli import fleet as _fleet  # noqa: E402,F401
 from modelreg.cli import records as _records  # noqa: E402,F401
 from modelreg.cli import registry as _registry_commands  # noqa: E402,F401
 from modelreg.cli import suites as _suites  # noqa: E402,F401

@@ -70,7 +70,6 @@ def serve(
         public_metrics=public_metrics,
         metrics=metrics,
         max_body_bytes=max_body_bytes,
-        targets_file=None,
         threads=threads,
         webhooks=webhooks,
     )
@@ -155,15 +154,16 @@ def token_revoke(
 # -- targets --------------------------------------------------------------------------------
 
 targets_app = typer.Typer(
-    help="Targets: built in, shared through the registry (targets add), and local "
-    "($MODELREG_TARGETS or $MODELREG_HOME/targets.yaml). Without a subcommand: list them."
+    help="Targets: built in, and defined in the registry (targets apply FILE) — the same for "
+    "every host using it. Without a subcommand: list them."
 )
 app.add_typer(targets_app, name="targets")
 
 
 @targets_app.callback(invoke_without_command=True)
 def targets_list(ctx: typer.Context, json_out: JsonOption = False) -> int | None:
-    """List the targets with where each is defined (builtin, registry, local:FILE)."""
+    """List the targets with where each is defined (builtin, registry) and whether this host
+    is one of their hosts."""
     if ctx.invoked_subcommand is not None:
         return None
     listed = registry(ctx).targets()
@@ -186,18 +186,22 @@ def targets_list(ctx: typer.Context, json_out: JsonOption = False) -> int | None
     for t in listed.targets:
         if t.unit:
             out(f"{t.name}  unit: {unit_text(t.unit)}")
+    from modelreg import config
+    from modelreg.api.offline import unapplied_targets
+
+    unapplied = unapplied_targets(listed)
+    if unapplied:
+        say(
+            f"{config.targets_file()} defines {', '.join(unapplied)} otherwise than the "
+            "registry (no verdict reads the file): apply it with: modelreg targets apply"
+        )
     return 0
 
 
-@targets_app.command("add")
-def targets_add(
-    ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="A YAML file in the targets.yaml format.")],
-    json_out: JsonOption = False,
-) -> int:
-    """Share the file's targets through the registry (a definition of the same name is
-    replaced; each change is an event)."""
-    changed = registry(ctx).define_targets(file)
+def _apply(ctx: typer.Context, file: Path | None, json_out: bool) -> int:
+    from modelreg import config
+
+    changed = registry(ctx).define_targets(file or config.targets_file())
     if json_out:
         emit(changed)
     else:
@@ -205,10 +209,39 @@ def targets_add(
     return 0
 
 
+TargetsFileArgument = Annotated[
+    Path | None,
+    typer.Argument(
+        help="A YAML file in the targets.yaml format (default: $MODELREG_TARGETS, else "
+        "$MODELREG_HOME/targets.yaml).",
+        show_default=False,
+    ),
+]
+
+
+@targets_app.command("apply")
+def targets_apply(
+    ctx: typer.Context, file: TargetsFileArgument = None, json_out: JsonOption = False
+) -> int:
+    """Write the file's targets to the registry, with the trusted keys and suite files they
+    name (a definition of the same name is replaced; each change is an event, and evidence
+    judged under the old definition is stale from then on). A targets file counts only once
+    applied: no verdict reads it."""
+    return _apply(ctx, file, json_out)
+
+
+@targets_app.command("add", hidden=True)
+def targets_add(
+    ctx: typer.Context, file: TargetsFileArgument = None, json_out: JsonOption = False
+) -> int:
+    """The same as ``targets apply`` (its former name)."""
+    return _apply(ctx, file, json_out)
+
+
 @targets_app.command("remove")
 def targets_remove(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="A target shared through the registry.")],
+    name: Annotated[str, typer.Argument(help="A target defined in the registry.")],
     why: WhyOption = None,
     json_out: JsonOption = False,
 ) -> int:
@@ -233,13 +266,30 @@ def locate(
         typer.Option(
             "--add",
             help="A URL the bytes can be fetched from (repeatable): file://HOST/path, "
-            "hf://org/name@COMMIT, s3://bucket/prefix, oci://registry/repo@sha256:….",
+            "hf://org/name@COMMIT, s3://bucket/prefix, oci://registry/repo@sha256:…. Checked "
+            "at once when this host can read it (--no-check: not).",
         ),
     ] = None,
+    check: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--check",
+            help="Read every file at this location and compare each sha256 (repeatable; "
+            "'all': every location of RECORD). What makes a location fetchable for every "
+            "reader of the registry.",
+        ),
+    ] = None,
+    no_check: Annotated[
+        bool, typer.Option("--no-check", help="Add without reading the bytes there.")
+    ] = False,
     json_out: JsonOption = False,
 ) -> int:
-    """Where RECORD's bytes can be fetched; --add records another location."""
-    found = registry(ctx).locate(record_ref, add or [])
+    """Where RECORD's bytes are, each location with its newest recorded check; --add records
+    another location, --check reads one again."""
+    checks: list[str] | bool = False
+    if check:
+        checks = True if "all" in check else list(check)
+    found = registry(ctx).locate(record_ref, add or [], check=checks, check_added=not no_check)
     if json_out:
         emit(found)
         return 0
@@ -247,11 +297,26 @@ def locate(
         say(f"added {url}")
     if add and not found.added:
         say("nothing added: already known")
+    for c in found.checked:
+        if c.ok is None:
+            say(f"not checked from this host: {c.url}: {c.detail} (nothing recorded)")
+        else:
+            say(f"{'verified' if c.ok else 'FOUND WANTING'}: {c.url}: {c.detail}")
     for loc in found.locations:
-        note = "" if loc.fetchable else "  (modelreg fetch: not supported yet)"
-        out(f"{loc.url}{note}")
+        if loc.checked is None:
+            note = "never checked"
+        else:
+            last = loc.checked
+            what = "verified" if last.ok else f"NOT THERE ({last.detail})"
+            note = f"{what} by {last.source} on {last.host}, {last.at:%Y-%m-%d %H:%M} UTC"
+        out(f"{loc.url}  {note}")
     if not found.locations:
         say(f"no locations recorded; added from {found.added_from} on its add host")
+    elif found.fetch_from is None:
+        say(
+            f"no location is verified to hold every file: the deploy gate fails — check one "
+            f"from a host that can read it: modelreg locate {found.record_id} --check URL"
+        )
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,9 +23,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, case, literal
+from sqlalchemy import bindparam, case
 from sqlalchemy import select as sa_select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, SQLModel, col, func, select
 
@@ -39,7 +38,7 @@ from modelreg.registry.tables import (
     ApiTokenRow,
     ArtifactSignatureRow,
     EventRow,
-    GenerationRow,
+    LocationCheckRow,
     ModelRow,
     ModelSuiteRow,
     PromotionRow,
@@ -48,13 +47,16 @@ from modelreg.registry.tables import (
     RecordRow,
     RecordStateRow,
     RunRow,
+    RuntimeReportRow,
     TargetRow,
     VerificationRow,
 )
+from modelreg.registry.verdicts import Dirty, LocationState, settle
 from modelreg.rules import (
     ACTIVE,
     RELAXATION_ACCEPTED,
     CheckVerdict,
+    Deployability,
     GateHistory,
     GateTerms,
     PromotionStep,
@@ -407,29 +409,6 @@ def _locations_statement() -> Any:
 
 
 @cache
-def _generations_statement() -> Any:
-    return sa_select(col(GenerationRow.name), col(GenerationRow.value))
-
-
-@cache
-def _peek_statement() -> Any:
-    g, m = GenerationRow, ModelRow
-    names = sa_select(literal("g").label("kind"), col(g.name), col(g.value))
-    models = sa_select(literal("m"), col(m.model_id), col(m.generation)).where(
-        col(m.model_id).in_(bindparam("ids", expanding=True))
-    )
-    return names.union_all(models)
-
-
-@cache
-def _model_generations_statement() -> Any:
-    m = ModelRow
-    return sa_select(col(m.model_id), col(m.generation)).where(
-        col(m.model_id).in_(bindparam("ids", expanding=True))
-    )
-
-
-@cache
 def _target_specs_statement() -> Any:
     return select(TargetRow).order_by(col(TargetRow.name))
 
@@ -590,25 +569,6 @@ class Reads:
     def __init__(self, session: Session, load_manifest_json: Callable[[str], str]) -> None:
         self.session = session
         self._load_manifest_json = load_manifest_json
-
-    # -- generations (migration 0008) ------------------------------------------------------
-
-    def model_generations(self, model_ids: Sequence[str] | None = None) -> dict[str, int]:
-        """model id -> its generation, bumped by every committed write of one of its rows: a
-        model whose generation is unchanged has unchanged rows (None: every model)."""
-        m = ModelRow
-        if model_ids is None:
-            rows = self.session.execute(sa_select(col(m.model_id), col(m.generation))).all()
-            return {model_id: int(g) for model_id, g in rows}
-        found: dict[str, int] = {}
-        for chunk in _chunks(list(model_ids)):
-            chunk_rows = self._core(_model_generations_statement(), {"ids": list(chunk)})
-            found |= {model_id: int(g) for model_id, g in chunk_rows}
-        return found
-
-    def generations(self) -> dict[str, int]:
-        """The generations of what belongs to no model: ``targets`` and ``tokens``."""
-        return {name: int(value) for name, value in self._core(_generations_statement())}
 
     def _core(self, statement: Any, params: dict[str, Any] | None = None) -> Any:
         """A Core statement on the session's connection (the hot reads: no ORM round)."""
@@ -860,13 +820,15 @@ class Reads:
         ).first()
         return [] if last is None else self.run_checks(last)
 
-    def exploratory_runs(self, record_id: str) -> list[str]:
-        """The ids of the record's one-off runs (shown, never counted)."""
-        return list(
-            self.session.exec(
-                select(RunRow.run_id).where(RunRow.record_id == record_id, col(RunRow.exploratory))
-            ).all()
-        )
+    def exploratory_runs(self, record_id: str) -> dict[str, str]:
+        """run id -> why it never counts (``runs.purpose``; one_off for runs from before it
+        was kept), for the record's runs that never decide a verdict."""
+        rows = self.session.exec(
+            select(RunRow.run_id, RunRow.purpose).where(
+                RunRow.record_id == record_id, col(RunRow.exploratory)
+            )
+        ).all()
+        return {run_id: purpose or "one_off" for run_id, purpose in rows}
 
     def foreign_runs(self, record_id: str) -> list[ForeignRun]:
         """The record's runs not produced by this registry's verify (imported from a file or
@@ -1048,6 +1010,47 @@ class Reads:
         ).all()
         return [Event.from_row(r) for r in rows]
 
+    def file_digests(self, record_id: str) -> dict[str, str]:
+        """path -> sha256 of a record's files."""
+        return {f.path: f.sha256 for f in self.files([record_id])[record_id]}
+
+    def model_of_records(self, record_ids: Sequence[str]) -> dict[str, str]:
+        """record id -> its model id."""
+        found: dict[str, str] = {}
+        for chunk in _chunks(list(record_ids)):
+            rows = self.session.execute(
+                sa_select(col(RecordRow.id), col(RecordRow.model_id)).where(
+                    col(RecordRow.id).in_(chunk)
+                )
+            ).all()
+            found |= {r: m for r, m in rows}
+        return found
+
+    def verdicts(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Deployability]:
+        """The verdict of each (record id, target) pair, as every reader reads it
+        (``registry.verdicts.stored``)."""
+        from modelreg.registry import verdicts
+
+        return verdicts.stored(self, pairs)
+
+    def verdict(self, record_id: str, target: str) -> Deployability:
+        return self.verdicts([(record_id, target)])[(record_id, target)]
+
+    def location_states(self, record_ids: Sequence[str]) -> dict[str, list[LocationState]]:
+        """record id -> its locations with their newest recorded checks."""
+        from modelreg.registry import verdicts
+
+        return verdicts.location_states(self, record_ids)
+
+    def runtime_reports(self, target: str, limit: int = 20) -> list[RuntimeReportRow]:
+        """The newest reports of what ``target``'s hosts run, newest first."""
+        r = RuntimeReportRow
+        return list(
+            self.session.exec(
+                select(r).where(r.target == target).order_by(col(r.id).desc()).limit(limit)
+            ).all()
+        )
+
     # -- shared targets and tokens ------------------------------------------------------------
 
     def target_specs(self) -> list[StoredTarget]:
@@ -1059,6 +1062,13 @@ class Reads:
             )
             for r in rows
         ]
+
+    def token_of(self, secret_sha256: str) -> StoredToken | None:
+        """The token whose secret has this digest (revoked or not), if any."""
+        row = self.session.exec(
+            select(ApiTokenRow).where(ApiTokenRow.secret_sha256 == secret_sha256)
+        ).first()
+        return StoredToken.from_row(row) if row is not None else None
 
     def tokens(self) -> list[StoredToken]:
         rows = self.session.exec(select(ApiTokenRow).order_by(col(ApiTokenRow.name))).all()
@@ -1118,6 +1128,26 @@ class Writes(Reads):
     ) -> None:
         super().__init__(session, load_manifest_json)
         self.model_id = model_id
+        # What this transaction wrote that a verdict can depend on: derived again before it
+        # commits (``settle``).
+        self.dirty = Dirty()
+
+    def settle(self) -> None:
+        """Derive again every verdict this transaction's writes may have changed."""
+        settle(self, self.dirty)
+        self.dirty = Dirty()
+
+    def lock_settling(self) -> None:
+        """Take the lock settling verdicts takes (PostgreSQL; SQLite: held already)."""
+        from modelreg.registry.verdicts import lock_settling
+
+        lock_settling(self.session)
+
+    def verdicts(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Deployability]:
+        """As ``Reads.verdicts``, with this transaction's own writes settled first: a decision
+        reads the verdict its writes so far make."""
+        self.settle()
+        return super().verdicts(pairs)
 
     def _model(self) -> str:
         assert self.model_id is not None, "a model's write needs Store.locked(model_id)"
@@ -1190,6 +1220,7 @@ class Writes(Reads):
         )
         self.session.add(row)
         self.session.flush()
+        self.dirty.pairs.add((record.id, target))  # production's verdict is kept as a row
         approval: dict[str, Any] = {}
         if owner is not None:
             approval["owner"] = owner
@@ -1224,6 +1255,7 @@ class Writes(Reads):
         else:
             row.state, row.reason, row.at, row.actor = state.value, why, utcnow(), actor
             self.session.add(row)
+        self.dirty.records.add(record.id)
         kind = {
             RecordStateKind.HELD: "hold",
             RecordStateKind.ACTIVE: "release",
@@ -1245,9 +1277,13 @@ class Writes(Reads):
         envelope: dict[str, Any] | None = None,
         signer_key_id: str | None = None,
         exploratory: bool = False,
+        purpose: str | None = None,
     ) -> str:
         """Store a run: its checks (with evidence and fingerprint), where it came from, and
-        whether it was a one-off (``exploratory``: never decides a verdict)."""
+        whether it never decides a verdict (``exploratory``; ``purpose`` says why: one_off,
+        missing_bytes, investigate, drill)."""
+        # Its record's verdicts: here, and on every target a gate it failed is judged.
+        self.dirty.records.add(record.id)
         run_id = run_id or new_run_id()
         fingerprint_json = json.dumps(fingerprint, sort_keys=True)
         from modelreg.suites import run_gate_terms
@@ -1271,7 +1307,8 @@ class Writes(Reads):
                 envelope_json=json.dumps(envelope, sort_keys=True) if envelope else None,
                 signer_key_id=signer_key_id,
                 created_at=utcnow(),
-                exploratory=exploratory,
+                exploratory=exploratory or purpose is not None,
+                purpose=purpose,
                 signed_at=signed_at,
                 gate_terms_json=terms.to_json() if terms is not None else None,
             )
@@ -1308,6 +1345,7 @@ class Writes(Reads):
         """Attach a golden suite to the model (replacing any), with its event — which keeps
         the suite itself, so every version attached can be read back from history."""
         model_id = self._model()
+        self.dirty.models.add(model_id)
         row = self.session.get(ModelSuiteRow, model_id)
         if row is None:
             row = ModelSuiteRow(
@@ -1336,6 +1374,7 @@ class Writes(Reads):
         row = self.session.get(ModelSuiteRow, self._model())
         if row is None:
             return False
+        self.dirty.models.add(self._model())
         self.session.delete(row)
         self.event(
             "suite-detach",
@@ -1373,6 +1412,8 @@ class Writes(Reads):
         webhooks' deliveries in the outbox: committed with it or not at all."""
         from modelreg.registry.hooks import enqueue
 
+        if kind == RELAXATION_ACCEPTED and record_id is not None:
+            self.dirty.records.add(record_id)
         row = event_row(
             kind,
             actor,
@@ -1412,6 +1453,7 @@ class Writes(Reads):
                 row.spec_json, row.spec_sha256 = spec_json, digest
                 row.defined_at, row.defined_by = utcnow(), actor
             self.session.add(row)
+            self.dirty.targets.add(name)
             self.session.add(target_define_event(name, spec, digest, previous, actor, origin))
             changes[name] = "replaced" if previous else "added"
         return changes
@@ -1423,6 +1465,7 @@ class Writes(Reads):
         if row is None:
             return False
         self.session.delete(row)
+        self.dirty.targets.add(name)
         self.session.add(
             event_row(
                 "target-remove",
@@ -1433,6 +1476,56 @@ class Writes(Reads):
             )
         )
         return True
+
+    def record_runtime_report(
+        self,
+        target: str,
+        runtime: str,
+        host: str,
+        fingerprint: dict[str, str],
+        source: str,
+        actor: str,
+        run_id: str | None = None,
+    ) -> None:
+        """What a host of ``target`` runs for ``runtime`` (from a verify, or a host report):
+        evidence produced under another runtime there is stale from now on, for everyone."""
+        self.session.add(
+            RuntimeReportRow(
+                target=target,
+                runtime=runtime,
+                host=host,
+                fingerprint_json=json.dumps(fingerprint, sort_keys=True),
+                source=source,
+                run_id=run_id,
+                at=utcnow(),
+                actor=actor,
+            )
+        )
+        self.dirty.targets.add(target)
+
+    def record_location_check(
+        self,
+        record_id: str,
+        url: str,
+        ok: bool,
+        detail: str | None,
+        host: str,
+        source: str,
+        actor: str,
+    ) -> None:
+        """One check of a recorded location's bytes (``ok``: every sha256 was read there)."""
+        self.session.add(
+            LocationCheckRow(
+                record_id=record_id,
+                url=url,
+                ok=ok,
+                detail=detail,
+                host=host,
+                source=source,
+                at=utcnow(),
+                actor=actor,
+            )
+        )
 
     def revoke_token(self, name: str, actor: str) -> StoredToken | None:
         """Revoke a token by name (a no-op for one already revoked); None when unknown."""
@@ -1453,7 +1546,6 @@ class Store:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._pinned = threading.local()  # ``peek(pinned=True)``'s connection, per thread
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -1477,7 +1569,9 @@ class Store:
         """One transaction that may write (no model's lock); committed when the block ends
         without an exception, rolled back otherwise."""
         with self._session() as session:
-            yield Writes(session, self._manifest_json)
+            writes = Writes(session, self._manifest_json)
+            yield writes
+            writes.settle()
             session.commit()
 
     @contextmanager
@@ -1493,44 +1587,35 @@ class Store:
                 select(ModelRow.id).where(ModelRow.model_id == model_id).with_for_update()
             ).first()
             if found is not None:
-                yield Writes(session, self._manifest_json, model_id)
+                writes = Writes(session, self._manifest_json, model_id)
+                yield writes
+                writes.settle()
                 session.commit()
         if found is None:  # the suggestions read after our transaction (SQLite: its lock)
             with self.read() as reads:
                 raise ModelNotFound(model_id, reads.model_ids())
 
-    def peek(
-        self, model_ids: Sequence[str], *, pinned: bool = False
-    ) -> tuple[dict[str, int], dict[str, int]]:
-        """(the registry's ``epoch`` / ``targets`` / ``tokens`` generations, these models'
-        generations) now, in one statement outside any transaction: the check a cached
-        answer needs before it is given. ``pinned``: on a connection this thread keeps (the
-        server's event loop: one round trip, no checkout); a connection that failed is dropped
-        and the statement tried once more on a new one."""
-        params = {"ids": list(model_ids)}
-        if not pinned:
-            with self.engine.connect() as checked_out:
-                autocommit = checked_out.execution_options(isolation_level="AUTOCOMMIT")
-                rows = autocommit.execute(_peek_statement(), params).all()
-        else:
-            for attempt in (1, 2):
-                connection: Connection | None = getattr(self._pinned, "connection", None)
-                try:
-                    if connection is None:
-                        connection = self.engine.connect().execution_options(
-                            isolation_level="AUTOCOMMIT"
-                        )
-                        self._pinned.connection = connection
-                    rows = connection.execute(_peek_statement(), params).all()
-                    break
-                except DBAPIError:
-                    self._pinned.connection = None
-                    if connection is not None:
-                        connection.invalidate()
-                    if attempt == 2:
-                        raise
-        named = {name: int(value) for kind, name, value in rows if kind == "g"}
-        return named, {name: int(value) for kind, name, value in rows if kind == "m"}
+    def ensure_verdicts(self) -> None:
+        """Derive every stored verdict again when they were derived under other rules (or
+        never: a registry just upgraded). Once: the first writer re-checks under the lock; a
+        reader that may not write reads them derived on the fly until someone does."""
+        from modelreg.registry.verdicts import (
+            RULES_VERSION,
+            rules_version_stored,
+            settle_everything,
+        )
+
+        with self.read() as reads:
+            if rules_version_stored(reads) == RULES_VERSION:
+                return
+        try:
+            with self.write() as tx:
+                tx.lock_settling()
+                if rules_version_stored(tx) != RULES_VERSION:
+                    settle_everything(tx)
+        except DBAPIError as exc:
+            if "permission denied" not in str(exc).lower() and "readonly" not in str(exc).lower():
+                raise
 
     def _manifest_json(self, record_id: str) -> str:
         with self.read() as reads:

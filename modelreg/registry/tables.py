@@ -43,22 +43,10 @@ def _when(index: bool = False) -> Column[datetime]:
 
 class ModelRow(SQLModel, table=True):
     __tablename__ = "models"
-    # The generation is the database's (default, triggers): never read back on insert.
-    __mapper_args__ = {"eager_defaults": False}
 
     id: int | None = Field(default=None, primary_key=True)
     model_id: str = Field(unique=True, max_length=200)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_when())
-    # Bumped by a trigger in every transaction that writes a row of this model (migration
-    # 0008): what a process derived for the model holds while it is unchanged.
-    # (None: never written by the code; the database's default, then its triggers, set it.)
-    generation: int | None = Field(
-        default=None, sa_column=Column(BigInteger(), nullable=False, server_default="0")
-    )
-    # PostgreSQL: the transaction that last bumped it (it bumps once per transaction).
-    generation_xid: int | None = Field(
-        default=None, sa_column=Column(BigInteger(), nullable=True, server_default="0")
-    )
 
 
 class RecordRow(SQLModel, table=True):
@@ -198,6 +186,10 @@ class RunRow(SQLModel, table=True):
     exploratory: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
     )
+    # Why a run that never decides a verdict was made (migration 0011; None: an ordinary run,
+    # or a one-off from before): "one_off" (another suite), "missing_bytes" (its files were
+    # not on the host), "investigate" (a held record, reproduced), "drill" (a rollback drill).
+    purpose: str | None = Field(default=None, max_length=16)
     # A signed run's signed time, read from its statement (migration 0007): which signed run
     # is newest is decided by it — never by the times the checks claim. Checked against the
     # verified statement whenever the run is judged.
@@ -285,17 +277,6 @@ class ApiTokenRow(SQLModel, table=True):
     revoked_by: str | None = Field(default=None, max_length=200)
 
 
-class GenerationRow(SQLModel, table=True):
-    """Generations of what is not a model's: ``targets`` (shared target definitions) and
-    ``tokens`` (API tokens), each bumped by a trigger in the transaction that writes them, and
-    ``epoch``, drawn at random when the database was created."""
-
-    __tablename__ = "registry_generation"
-
-    name: str = Field(primary_key=True, max_length=32)
-    value: int = Field(sa_column=Column(BigInteger(), nullable=False))
-
-
 class WebhookRow(SQLModel, table=True):
     """A receiver of events (migration 0010): the kinds it is sent and the secret its
     deliveries are signed with (kept: a signature needs it; never shown after ``webhooks
@@ -337,3 +318,83 @@ class WebhookDeliveryRow(SQLModel, table=True):
     )
     last_status: int | None = Field(default=None)
     last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+# -- the fleet's facts and the verdicts derived from them (migration 0011) -----------------
+
+
+class RuntimeReportRow(SQLModel, table=True):
+    """What a host of a target runs for one runtime (packages, build, CPU flags, libraries),
+    as it said so: with every local verify that exercised the runtime (``source`` "verify"),
+    or a ``modelreg host report`` (``source`` "report"). The newest for (target, runtime) is
+    the runtime the target's hosts run: evidence produced under another is stale, for every
+    reader."""
+
+    __tablename__ = "runtime_reports"
+    __table_args__ = (Index("ix_runtime_reports_target_runtime", "target", "runtime", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    target: str = Field(max_length=100)
+    runtime: str = Field(max_length=32)
+    host: str = Field(max_length=200)
+    fingerprint_json: str = Field(sa_column=Column(Text, nullable=False))
+    source: str = Field(max_length=16)
+    run_id: str | None = Field(default=None, max_length=32)
+    at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    actor: str = Field(max_length=200)
+
+
+class LocationCheckRow(SQLModel, table=True):
+    """One check of a recorded location's bytes: every file's sha256 read there (``ok``), or
+    what was wrong (missing, another size, another digest, unreachable) — by which host, when,
+    doing what (``source``: add, verify, fetch, check, push). A location is fetchable when its
+    newest check verified it: a fact every reader shares, never a probe by the reader."""
+
+    __tablename__ = "location_checks"
+    __table_args__ = (Index("ix_location_checks_record", "record_id", "url", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    record_id: str = Field(foreign_key="records.id", max_length=32)
+    url: str = Field(max_length=2000)
+    ok: bool
+    detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    host: str = Field(max_length=200)
+    source: str = Field(max_length=16)
+    at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    actor: str = Field(max_length=200)
+
+
+class VerdictRow(SQLModel, table=True):
+    """A record's verdict on a target, derived by the rules from the registry's rows alone
+    and written in the transaction of every write that can change it (``registry.verdicts``):
+    what every reader reads. ``rules_version``: the rules that derived it (a row of other
+    rules is derived again when read)."""
+
+    __tablename__ = "verdicts"
+    __table_args__ = (
+        Index("ix_verdicts_target", "target", "deployable"),
+        Index("ix_verdicts_model", "model_id", "target"),
+    )
+
+    record_id: str = Field(foreign_key="records.id", primary_key=True, max_length=32)
+    target: str = Field(primary_key=True, max_length=100)
+    model_id: str = Field(max_length=200)
+    deployable: bool
+    stale: bool
+    held: bool
+    reasons_json: str = Field(sa_column=Column(Text, nullable=False))
+    run_id: str | None = Field(default=None, max_length=32)
+    verified_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime(), nullable=True)
+    )
+    rules_version: int
+
+
+class RegistrySettingRow(SQLModel, table=True):
+    """Settings of the registry itself (migration 0011), e.g. the rules version its verdicts
+    were derived under."""
+
+    __tablename__ = "registry_settings"
+
+    name: str = Field(primary_key=True, max_length=64)
+    value: str = Field(sa_column=Column(Text, nullable=False))

@@ -134,8 +134,14 @@ class RunOut(_Out):
     origin_detail: str | None = None
     exploratory: bool = Field(
         default=False,
-        description="A one-off run (verify --suite with a suite not in force): shown, never "
-        "counted.",
+        description="A run that never counts (a one-off suite, missing bytes, an "
+        "investigation, a drill: see purpose): shown, never counted.",
+    )
+    purpose: Literal["one_off", "missing_bytes", "investigate", "drill"] | None = Field(
+        default=None,
+        description="Why a run that never counts was made: one_off (a suite not in force), "
+        "missing_bytes (its files were not on the host: nothing ran), investigate (a held "
+        "record reproduced), drill (a rollback drill); None: an ordinary run.",
     )
 
 
@@ -256,8 +262,14 @@ class VerifyOutput(Output):
     signed_by: str | None = Field(default=None, description="Key id that signed this run.")
     exploratory: bool = Field(
         default=False,
-        description="A one-off run: recorded and shown, it changes no verdict (deployability "
-        "is what it was before).",
+        description="A run that never counts: recorded and shown, it changes no verdict "
+        "(deployability is what it was before).",
+    )
+    purpose: Literal["one_off", "missing_bytes", "investigate", "drill"] | None = Field(
+        default=None,
+        description="Why a run that never counts was made: one_off (a suite not in force), "
+        "missing_bytes (its files were not on the host: nothing ran), investigate (a held "
+        "record reproduced), drill (a rollback drill); None: an ordinary run.",
     )
 
 
@@ -496,11 +508,21 @@ class TargetOut(_Out):
     memory_bytes: int | None
     neuron_cores: int
     hbm_bytes: int
-    is_local: bool
+    is_local: bool | None = Field(
+        default=None,
+        description="Whether the host that answered is one of the target's hosts (where its "
+        "hardware checks can run): in `targets` only (None elsewhere). Shown only: no verdict "
+        "depends on the host that asks.",
+    )
     origin: str
     cpu_flags: list[str] | None
     runtime: dict[str, str]
     unit: dict[str, str] = Field(default_factory=dict, description=UNIT_DESCRIPTION)
+    spec_sha256: str | None = Field(
+        default=None,
+        description="The stored definition's digest (None: built in): evidence records the "
+        "definition it was produced under.",
+    )
 
 
 class TargetsOutput(Output):
@@ -671,6 +693,11 @@ class DbCheckOutput(Output):
 
     bad: list[BadValueOut]
     quarantined: bool = Field(description="Each was made readable (db check --quarantine).")
+    verdicts_drifted: list[str] = Field(
+        default_factory=list,
+        description="Stored verdicts a fresh derivation from the rows disagrees with (rows "
+        "written around modelreg); --quarantine derives them again.",
+    )
     message: str
 
 
@@ -685,12 +712,38 @@ class TargetsChangeOutput(Output):
     targets: list[TargetOut] = Field(description="Every target after the change.")
 
 
+class LocationCheckOut(_Out):
+    """The newest check of a location's bytes: a recorded fact, the same for every reader."""
+
+    ok: bool = Field(description="True: every sha256 was read there and matched.")
+    detail: str | None = None
+    host: str = Field(description="The host that read the bytes.")
+    source: str = Field(description="What read them: add, verify, fetch, check or push.")
+    at: datetime
+
+
 class LocationOut(_Out):
     url: str
     scheme: str = Field(description="file, hf, s3 or oci.")
-    fetchable: bool = Field(description="Whether `modelreg fetch` can read this kind of location.")
+    fetchable: bool = Field(
+        description="Whether its newest check verified every sha256 (a recorded fact: a "
+        "location never checked, or whose newest check found missing or other bytes, is not)."
+    )
     added_at: datetime
     added_by: str
+    checked: LocationCheckOut | None = Field(
+        default=None, description="Its newest check (None: never checked)."
+    )
+
+
+class CheckedLocationOut(_Out):
+    """What this command read at one location (``ok`` None: this host could not read it — a
+    note, not recorded)."""
+
+    url: str
+    ok: bool | None
+    detail: str
+    recorded: bool = Field(description="Whether it was recorded as the location's newest check.")
 
 
 class LocationsOutput(Output):
@@ -699,6 +752,15 @@ class LocationsOutput(Output):
     added_from: str = Field(description="The path the record was added from, on its add host.")
     locations: list[LocationOut]
     added: list[str] = Field(default_factory=list, description="Locations this command added.")
+    checked: list[CheckedLocationOut] = Field(
+        default_factory=list, description="Locations this command read, every sha256."
+    )
+    fetch_from: str | None = Field(
+        default=None,
+        description="The first location verified to hold every file (None: none is; the "
+        "deploy gate fails).",
+    )
+    unfetchable: str | None = Field(default=None, description="Why no location is, when none is.")
 
 
 class FetchedFileOut(_Out):
@@ -887,6 +949,66 @@ class ImportedRunsOutput(Output):
 
 
 # Exported as schemas/cli/<name>.schema.json.
+
+
+class RuntimeReportOut(_Out):
+    """What this host reported it runs for one runtime, beside what the target's hosts were
+    seen running before."""
+
+    runtime: str = Field(description="llama.cpp, transformers or neuron.")
+    fingerprint: dict[str, str] = Field(
+        description="Packages, the build's digest, CPU flags, and the libraries the target's "
+        "evidence names, as found on this host."
+    )
+    previous: str | None = Field(
+        default=None, description="Who reported before (a verify or a host report), and when."
+    )
+    changes: str | None = Field(
+        default=None,
+        description="What differs from the previous report (None: the same runtime).",
+    )
+
+
+class HostReportOutput(Output):
+    """``modelreg host report``: what a host of the target runs, recorded for every reader."""
+
+    target: str
+    host: str
+    reports: list[RuntimeReportOut]
+    stale: list[str] = Field(
+        default_factory=list,
+        description="Production entries on the target (model: record) whose evidence the report "
+        "made stale.",
+    )
+    message: str
+
+
+class RuntimeCheckOut(_Out):
+    """This host's runtime beside the one production's evidence was produced under."""
+
+    matches: bool
+    changes: str | None = Field(default=None, description="What differs, when something does.")
+
+
+class DeployOutput(Output):
+    """``modelreg deploy``: production's bytes fetched (every sha256 checked) and gated."""
+
+    model_id: str
+    target: str
+    record_id: str
+    to: str
+    files: list[FetchedFileOut]
+    already_there: bool = Field(
+        default=False, description="The files were in the directory already (every sha256 read)."
+    )
+    gate: GateOutput
+    runtime_check: RuntimeCheckOut | None = Field(
+        default=None, description="With --check-runtime: this host's runtime against production's."
+    )
+    deployed: bool = Field(description="Everything passed: start the model server.")
+    message: str
+
+
 COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "error": ErrorOutput,
     "inspect": InspectOutput,
@@ -915,7 +1037,7 @@ COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "attest": AttestOutput,
     "suite": SuiteOutput,
     "suite-add-case": SuiteCaseOutput,
-    "targets-add": TargetsChangeOutput,
+    "targets-apply": TargetsChangeOutput,
     "targets-remove": TargetsChangeOutput,
     "locate": LocationsOutput,
     "fetch": FetchOutput,
@@ -930,4 +1052,6 @@ COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "webhooks-list": WebhooksOutput,
     "webhooks-remove": WebhookRemoveOutput,
     "webhooks-deliver": WebhookDeliverOutput,
+    "host-report": HostReportOutput,
+    "deploy": DeployOutput,
 }

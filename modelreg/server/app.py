@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from datetime import date
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs, quote
 
@@ -115,7 +114,6 @@ class ServerSettings:
     public_metrics: bool = False  # GET /metrics without a token (else a reader's token)
     metrics: bool = True  # count and time every request, and serve GET /metrics
     max_body_bytes: int = 16 << 20
-    targets_file: Path | None = None
     threads: int = 8  # requests handled at once, per process
     webhooks: bool = True  # send the webhooks' outbox from a thread of each process
 
@@ -291,11 +289,9 @@ class Guard:
         max_body_bytes: int,
         threads: int = 8,
         writer: Callable[[Scope], None] | None = None,
-        fast: Any = None,
         metrics: Any = None,
     ) -> None:
         self.app = app
-        self.fast = fast  # server.fast.FastReads: the plain status and gate reads
         self.metrics = metrics  # server.metrics.Metrics: every request counted and timed
         self.max_body_bytes = max_body_bytes
         self.threads = threads
@@ -381,10 +377,6 @@ class Guard:
             if status == 401:
                 response.headers["WWW-Authenticate"] = "Bearer"
             await response(scope, receive, send_with_headers)
-            return
-        plain = self.fast is not None and length is None and not chunked
-        if plain and await self.fast.answer(scope, send_with_headers):
-            scope["modelreg.route"] = scope["path"]  # answered here: one of two fixed paths
             return
         await self.app(scope, receive, send_with_headers)
 
@@ -474,7 +466,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 def create_app(settings: ServerSettings, registry: api.Registry | None = None) -> ASGIApp:
     """The ASGI application over the registry named by ``settings`` (opened now, so an
     unreachable or outdated registry is reported before serving)."""
-    registry = registry or api.open(settings.url, targets_file=settings.targets_file)
+    registry = registry or api.open(settings.url)
     app = FastAPI(
         title="modelreg",
         version=__import__("modelreg").__version__,
@@ -503,10 +495,7 @@ def create_app(settings: ServerSettings, registry: api.Registry | None = None) -
             secret = _cookie(headers.get("cookie", ""), COOKIE)
         authorize(registry, secret, _permission_of(scope.get("path", "")), public_read=False)
 
-    from modelreg.server.fast import FastReads
-
-    fast = FastReads(registry, settings.public_read)
-    return Guard(app, settings.max_body_bytes, settings.threads, writer, fast, metrics)
+    return Guard(app, settings.max_body_bytes, settings.threads, writer, metrics)
 
 
 _DECIDE = ("promote", "hold", "release", "retire", "rollback", "webhooks")
@@ -977,21 +966,6 @@ def server_config(
     )
 
 
-def prime(registry: api.Registry) -> None:
-    """Derive every production entry once, in the background, so that the first request for
-    a model is answered from what is already derived (a failure here only leaves the first
-    requests to derive it)."""
-    import threading
-
-    def derive() -> None:
-        try:
-            registry.status()
-        except Exception:  # the requests derive it then, and report what fails
-            logging.getLogger(__name__).debug("priming the derivations failed", exc_info=True)
-
-    threading.Thread(target=derive, name="modelreg-prime", daemon=True).start()
-
-
 def start_deliverer(
     registry: api.Registry, interval_s: float = 2.0, stop: threading.Event | None = None
 ) -> threading.Thread:
@@ -1016,14 +990,9 @@ def app_from_environment() -> ASGIApp:
     """The application of a ``--workers`` process: settings from the environment the parent
     set (``MODELREG_SERVE_SETTINGS``, JSON)."""
     data = json.loads(os.environ[SETTINGS_VARIABLE])
-    targets_file = data.pop("targets_file")
-    registry = api.open(data["url"], targets_file=Path(targets_file) if targets_file else None)
-    app = create_app(
-        ServerSettings(**data, targets_file=Path(targets_file) if targets_file else None),
-        registry,
-    )
+    registry = api.open(data["url"])
+    app = create_app(ServerSettings(**data), registry)
     tune_collector(freeze=True)
-    prime(registry)
     if data.get("webhooks", True):
         start_deliverer(registry)
     return app
@@ -1043,13 +1012,12 @@ def run(
     import uvicorn
 
     if workers == 1:
-        registry = api.open(settings.url, targets_file=settings.targets_file)
+        registry = api.open(settings.url)
         config = server_config(create_app(settings, registry), host, port, access_log=access_log)
-        prime(registry)
         if settings.webhooks:
             start_deliverer(registry)
     else:
-        api.open(settings.url, targets_file=settings.targets_file)  # fail here, not in workers
+        api.open(settings.url)  # fail here, not in workers
         # /metrics answers every worker's counts: prometheus-client's multiprocess files.
         if settings.metrics and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             import tempfile
@@ -1062,7 +1030,6 @@ def run(
                 "public_metrics": settings.public_metrics,
                 "metrics": settings.metrics,
                 "max_body_bytes": settings.max_body_bytes,
-                "targets_file": str(settings.targets_file) if settings.targets_file else None,
                 "threads": settings.threads,
                 "webhooks": settings.webhooks,
             }

@@ -76,7 +76,7 @@ from modelreg.validators.launch import (
     free_port,
     runtime_facts,
 )
-from modelreg.validators.llama_runtime import probe_deadline
+from modelreg.validators.llama_runtime import declared_or_host_flags, probe_deadline
 from modelreg.validators.neuron_host import neuron_host_problem
 from modelreg.validators.neuron_host import this_host as neuron_this_host
 from modelreg.validators.openai_client import (
@@ -361,7 +361,7 @@ class _EndpointRun:
         features = [
             name for name, value in (facts.get("build_features") or {}).items() if value == "1"
         ]
-        flags = host.cpu_flags() if target.is_local else target.cpu_flags
+        flags = declared_or_host_flags(target)
         if features and flags is not None:
             missing = missing_flags(features, flags)
             if missing:

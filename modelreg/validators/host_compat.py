@@ -122,13 +122,24 @@ class HostCompatCheck:
             unknown.extend(fit.reasons)
 
         flags = target_flags(ctx)
+        declared = ctx.target.cpu_flags
+        if ctx.target.is_local and declared is not None:
+            # This host checks a target that declares its CPU: the checks here stand for that
+            # CPU only if this host has every flag it declares (extra ones are never lent).
+            from modelreg import host
+
+            lacking = sorted(declared - host.cpu_flags())
+            evidence["host_lacks_declared_flags"] = lacking
+            if lacking:
+                unknown.append(
+                    f"this host ({host.hostname()}) lacks {', '.join(lacking)}, which "
+                    f"{ctx.target.name} declares: it cannot stand for that CPU"
+                )
         if manifest.runtime.runtime == "llama.cpp":
             self._cpu_features(ctx, flags, failures, unknown, evidence)
-        declared = [
-            f for f in manifest.runtime.cpu_features if flags is not None and f not in flags
-        ]
-        if declared:
-            failures.append(f"the artifact needs CPU flags {', '.join(declared)}, absent on target")
+        needed = [f for f in manifest.runtime.cpu_features if flags is not None and f not in flags]
+        if needed:
+            failures.append(f"the artifact needs CPU flags {', '.join(needed)}, absent on target")
         self._tensor_kernels(ctx, flags, failures, unknown, evidence)
 
         if failures:

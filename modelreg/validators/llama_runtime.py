@@ -15,7 +15,7 @@ generations' time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelreg import host
 from modelreg.deployed_unit import serves_own_runtime
@@ -33,6 +33,9 @@ from modelreg.validators.smoke import (
 PROBE_TIMEOUT_SHARE = 0.5
 # The probe's own model load and context allocation, and the batch under way at its bound.
 PROBE_SETUP_SECONDS = 30.0
+
+if TYPE_CHECKING:
+    from modelreg.targets import Target
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,17 @@ def probe_with_resources(probe: dict[str, Any]) -> dict[str, Any]:
 
 
 def target_flags(ctx: CheckContext) -> frozenset[str] | None:
-    return host.cpu_flags() if ctx.target.is_local else ctx.target.cpu_flags
+    """The CPU flags the target's hosts have: the declared ones when the target declares them
+    (a host that checks it may have more — an AVX2 host checking an AVX1-only target must not
+    lend it AVX2: seed 004's silent failure), else this host's when it is one of them."""
+    return declared_or_host_flags(ctx.target)
+
+
+def declared_or_host_flags(target: Target) -> frozenset[str] | None:
+    """``target_flags`` of a target (declared, else this host's when it is one of its hosts)."""
+    if target.cpu_flags is not None:
+        return target.cpu_flags
+    return host.cpu_flags() if target.is_local else None
 
 
 def probe_deadline(ctx: CheckContext) -> float:

@@ -9,7 +9,6 @@ read once: the signature check compares digests, it does not hash again.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from modelreg.clock import utcnow
@@ -37,9 +36,11 @@ class SignatureCheck:
         from modelreg.signing import SignatureInvalid, trusted_keys, verify_artifact_signature
 
         started = utcnow()
-        evidence: dict[str, Any] = {"trusted_keys": list(ctx.target.trust_artifact_keys)}
+        evidence: dict[str, Any] = {
+            "trusted_keys": [k.label for k in ctx.target.trust_artifact_keys]
+        }
         try:
-            keys = trusted_keys([Path(p) for p in ctx.target.trust_artifact_keys])
+            keys = trusted_keys(ctx.target.trust_artifact_keys)
         except ModelregError as exc:
             return finish(
                 self.name,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from modelreg.errors import InvalidInput
-from tests.helpers import add_synthetic, record_run
+from tests.helpers import add_synthetic, record_run, synthetic_sha256
 
 
 def test_search_by_id_prefix_and_by_sha256(registry: Any) -> None:
@@ -18,7 +18,7 @@ def test_search_by_id_prefix_and_by_sha256(registry: Any) -> None:
     assert [m.record.record_id for m in found.matches] == [a]
     assert found.matches[0].matched == "record_id" and found.matches[0].file is None
     assert [m.record.record_id for m in registry.search(a[2:10]).matches] == [a]  # no r_
-    sha = f"{2:064x}"  # record b's one file
+    sha = synthetic_sha256(2)  # record b's one file
     by_sha = registry.search(sha)
     assert [(m.record.record_id, m.matched, m.file) for m in by_sha.matches] == [
         (b, "sha256", "m2.gguf")

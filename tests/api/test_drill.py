@@ -258,8 +258,7 @@ def test_the_newest_failing_counting_run_is_found_and_one_offs_are_not(registry:
         )
     record_run(registry, record)
     with registry.store.read() as reads:
-        judge = registry.judge(reads)
-        found = _newest_failure(reads, judge, the_record, registry.target("cpu"))
+        found = _newest_failure(reads, the_record, registry.target("cpu"))
     assert found.run_id == failed and found.cases == ()
     assert found.blocking == ("gguf-cpu-smoke: fail (synthetic fail)",)
 

@@ -114,12 +114,12 @@ def test_a_target_serving_more_than_was_compiled_does_not_take_it(
         "    memory_gib: 16\n"
         "    serving: {context: 4096, parallel: 1}\n"
     )
-    monkeypatch.setenv("MODELREG_TARGETS", str(targets))
+    assert cli("targets", "apply", targets)[0] == 0
     code, out, _ = cli("fit", BUNDLE, "--target", "inf2-long", "--json")
     report = json.loads(out)
     assert code == 1 and report["verdict"] == "not compiled for this"
     assert "recompile with seq_len ≥ 4096" in report["reasons"][0]
     # The seed's own target serves what was compiled: 512 tokens, one sequence.
-    monkeypatch.setenv("MODELREG_TARGETS", str(REPO / "manifests" / "targets.yaml"))
+    assert cli("targets", "apply", REPO / "manifests" / "targets.yaml")[0] == 0
     code, out, _ = cli("fit", BUNDLE, "--target", "inf2-xlarge-gemma4", "--json")
     assert code == 0 and json.loads(out)["detail"]["request"]["context"] == 512

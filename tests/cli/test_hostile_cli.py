@@ -107,8 +107,6 @@ def test_internal_errors_are_exit_3_in_one_line(cli, monkeypatch: pytest.MonkeyP
         raise RuntimeError("the status query fell over")
 
     monkeypatch.setattr(Registry, "status", broken)
-    # An empty SQLite registry is answered without the ORM (registry.quick): take the full path.
-    monkeypatch.setattr("modelreg.registry.quick.nothing_in_production", lambda _url: None)
     code, out, err = cli("status")
     assert code == 3 and out == ""
     assert err.startswith("internal error: RuntimeError: the status query fell over")
@@ -151,6 +149,7 @@ def test_bad_registry_locations_are_exit_2(
         home = tmp_path / "home-file"
         home.write_text("not a directory")
         monkeypatch.setenv("MODELREG_HOME", str(home))
+        monkeypatch.delenv("MODELREG_DATABASE_URL")  # the registry lives in the home
     elif setup == "not-sqlite":
         db = tmp_path / "registry.db"
         db.write_bytes(b"PK\x03\x04 a zip file, not a database")

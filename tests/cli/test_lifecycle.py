@@ -188,6 +188,14 @@ def test_targets_lists_builtins_and_user_targets(cli, tmp_path: Path, monkeypatc
     spec = tmp_path / "t.yaml"
     spec.write_text("targets:\n  edge-box:\n    cpu_flags: [avx]\n    memory_gib: 8\n")
     monkeypatch.setenv("MODELREG_TARGETS", str(spec))
+    # A targets file is no target until it is applied: the listing says so.
+    code, out, err = cli("targets", "--json")
+    assert code == 0 and "edge-box" not in {t["name"] for t in json.loads(out)["targets"]}
+    code, out, err = cli("targets")
+    assert code == 0 and "defines edge-box otherwise than the registry" in err
+    assert "modelreg targets apply" in err
+    code, _, err = cli("targets", "apply")
+    assert code == 0 and "edge-box (added)" in err, err
     code, out, _ = cli("targets", "--json")
     names = {t["name"]: t for t in json.loads(out)["targets"]}
     assert code == 0
@@ -204,7 +212,7 @@ def test_targets_lists_builtins_and_user_targets(cli, tmp_path: Path, monkeypatc
     assert names["edge-box"]["is_local"] is False
 
     spec.write_text("targets:\n  edge-box:\n    memory_gib: -1\n")
-    code, _, err = cli("targets")
+    code, _, err = cli("targets", "apply")
     assert code == 2 and "t.yaml" in err
 
 

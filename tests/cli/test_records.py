@@ -166,22 +166,3 @@ def test_eight_processes_add_to_a_fresh_registry_at_once(db_url: str, smollm2: P
     assert len(registry.records().records) == 1
     # One add, and one event for the location it recorded (this host's path).
     assert [e.kind for e in registry.history(SMOL_ID).events] == ["add", "locate"]
-
-
-def test_status_of_an_empty_sqlite_registry_needs_no_orm(tmp_path: Path) -> None:
-    """`modelreg status` on an empty (current) SQLite registry reads it with the standard
-    library: the same answer as the full path, without importing SQLAlchemy."""
-    db = tmp_path / "empty.db"
-    modelreg.open(f"sqlite:///{db}")  # create the schema
-    probe = (
-        "import sys; from modelreg.cli.main import main; "
-        "code = main(['--db', sys.argv[1], 'status', '--json']); "
-        "print('orm' if 'sqlalchemy' in sys.modules else 'no orm', code, file=sys.stderr)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe, f"sqlite:///{db}"], capture_output=True, text=True, check=True
-    )
-    assert json.loads(done.stdout) == modelreg.open(f"sqlite:///{db}").status().model_dump(
-        mode="json"
-    )
-    assert done.stderr.strip().endswith("no orm 0"), done.stderr

@@ -7,13 +7,13 @@ import json
 from typing import Any
 
 import modelreg
-from tests.helpers import add_synthetic
+from tests.helpers import add_synthetic, synthetic_sha256
 
 
 def test_search_by_sha256_names_the_file_and_by_id_prefix(cli: Any) -> None:
     registry = modelreg.open()
     first, second = add_synthetic(registry, 1), add_synthetic(registry, 2)
-    code, out, _ = cli("search", f"{2:064x}")
+    code, out, _ = cli("search", synthetic_sha256(2))
     lines = out.splitlines()
     assert code == 0 and len(lines) == 2  # the header, one record
     assert second in lines[1] and "file m2.gguf" in lines[1] and "rules/alpha" in lines[1]

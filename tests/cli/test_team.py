@@ -62,9 +62,11 @@ def test_shared_targets_are_seen_by_everyone_and_labelled_by_origin(
 ) -> None:
     shared = tmp_path / "shared.yaml"
     shared.write_text(EDGE)
-    code, _, err = cli("targets", "add", shared)
-    assert code == 0 and err == "shared through the registry: edge-box (added)\n"
-    code, _, err = cli("targets", "add", shared)
+    code, _, err = cli("targets", "apply", shared)
+    assert code == 0 and err == "applied to the registry: edge-box (added)\n"
+    code, _, err = cli("targets", "apply", shared)
+    assert code == 0 and "nothing changed" in err
+    code, _, err = cli("targets", "add", shared)  # the former name of apply
     assert code == 0 and "nothing changed" in err
 
     # A teammate with no targets file of their own sees it.
@@ -75,29 +77,30 @@ def test_shared_targets_are_seen_by_everyone_and_labelled_by_origin(
     assert targets["edge-box"]["memory_bytes"] == 8 << 30
     assert targets["cpu"]["origin"] == "builtin"
 
-    # A local file is an overlay, labelled local; the same definition is the shared one.
+    # A local file is never an overlay: its targets exist for nobody until applied, and a
+    # different definition of a shared one judges nothing — the listing says both.
     local = tmp_path / "mine.yaml"
-    local.write_text(EDGE + "  my-laptop:\n    memory_gib: 16\n")
-    monkeypatch.setenv("MODELREG_TARGETS", str(local))
-    code, out, _ = cli("targets")
-    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
-    assert f"local:{local}" in lines["my-laptop"] and " registry " in lines["edge-box"]
-    # ...a different one would judge the same evidence differently: refused, with the way out.
     local.write_text(EDGE_V2 + "  my-laptop:\n    memory_gib: 16\n")
-    code, _, err = cli("targets")
-    assert code == 2
-    assert f"{local}: target 'edge-box' differs from its definition in the registry" in err
-    assert f"modelreg targets add {local}" in err
+    monkeypatch.setenv("MODELREG_TARGETS", str(local))
+    code, out, err = cli("targets")
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert code == 0 and "my-laptop" not in lines and " registry " in lines["edge-box"]
+    assert f"{local} defines edge-box, my-laptop otherwise than the registry" in err
+    code, out, _ = cli("targets", "--json")
+    assert {t["name"]: t for t in json.loads(out)["targets"]}["edge-box"]["memory_bytes"] == (
+        8 << 30
+    )
     shared.write_text(EDGE_V2)
-    code, _, err = cli("targets", "add", shared)
-    assert code == 0 and err == "shared through the registry: edge-box (replaced)\n"
+    code, _, err = cli("targets", "apply", shared)
+    assert code == 0 and err == "applied to the registry: edge-box (replaced)\n"
     code, out, _ = cli("targets", "--json")
     assert {t["name"]: t for t in json.loads(out)["targets"]}["edge-box"]["memory_bytes"] == (
         16 << 30
     )
 
     code, _, err = cli("targets", "remove", "my-laptop")
-    assert code == 2 and "not shared through the registry" in err
+    assert code == 2 and "target 'my-laptop' not found" in err
+    assert f"it is defined in {local}, not in the registry" in err
     code, _, err = cli("targets", "remove", "cpu")
     assert code == 2 and "built in and cannot be removed" in err
     monkeypatch.setenv("MODELREG_TARGETS", str(tmp_path / "none.yaml"))
@@ -119,7 +122,7 @@ def test_shared_targets_are_seen_by_everyone_and_labelled_by_origin(
 def test_removing_a_target_with_production_says_what_it_breaks(cli, tmp_path: Path) -> None:
     shared = tmp_path / "shared.yaml"
     shared.write_text(EDGE)
-    assert cli("targets", "add", shared)[0] == 0
+    assert cli("targets", "apply", shared)[0] == 0
     registry = _registry()
     record = add_synthetic(registry, 1)
     record_run(registry, record, "edge-box")
@@ -161,8 +164,15 @@ def test_locate_and_fetch(cli, tmp_path: Path) -> None:
     code, out, err = cli(
         "locate", record, "--add", here, "--add", "s3://bucket/alpha", "--add", oci
     )
-    assert code == 0 and err == f"added {here}\nadded s3://bucket/alpha\nadded {oci}\n"
-    assert out == f"{here}\ns3://bucket/alpha\n{oci}\n"  # every scheme is fetched now
+    assert code == 0 and err.startswith(
+        f"added {here}\nadded s3://bucket/alpha\nadded {oci}\nverified: {here}: every sha256"
+    )
+    # Added locations are checked where this host can read them; the others are a note.
+    assert "not checked from this host: s3://bucket/alpha: m.gguf: no AWS credentials" in err
+    assert "nothing recorded" in err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{here}  verified by check on ")
+    assert lines[1:] == ["s3://bucket/alpha  never checked", f"{oci}  never checked"]
     code, _, err = cli("locate", record, "--add", here)
     assert code == 0 and "nothing added: already known" in err
     code, out, err = cli("locate", record, "--add", "s3://key:secret@bucket/alpha")
@@ -183,6 +193,12 @@ def test_locate_and_fetch(cli, tmp_path: Path) -> None:
     code, out, err = cli("fetch", record, "--to", tmp_path / "again", "--json")
     assert code == 1 and json.loads(out)["error"]["code"] == "not_fetchable"
     assert "MISMATCH" in err and not (tmp_path / "again").exists()
+    # What the fetch read there is recorded: that copy is no longer the one to fetch from.
+    found = registry.locations(record)
+    assert found.fetch_from is None and found.locations[0].checked is not None
+    assert not found.locations[0].checked.ok and "MISMATCH" in (
+        found.locations[0].checked.detail or ""
+    )
 
     code, _, err = cli("add", tmp_path / "copy" / "m.gguf", "--location", "ftp://x/y")
     assert code == 2 and "scheme must be one of" in err
@@ -203,7 +219,13 @@ def test_the_rollback_plan_says_where_the_candidates_bytes_are(cli) -> None:
     code, out, _ = cli("rollback", "rules/alpha", "--target", "cpu", "--json")
     assert json.loads(out)["candidate"]["locations"][1:] == ["s3://models/alpha/v1"]
     shutil.rmtree(synthetic_bytes() / r1)
+    # Bytes gone from a disk change nothing until someone finds them gone: a check records it.
+    code, _, _ = cli("rollback", "rules/alpha", "--target", "cpu")
+    assert code == 0
+    code, _, err = cli("locate", r1, "--check", "all")
+    assert code == 0 and "FOUND WANTING: file://" in err and "is not there" in err
+    assert "not checked from this host: s3://models/alpha/v1" in err
     code, _, err = cli("rollback", "rules/alpha", "--target", "cpu")
-    assert code == 1 and "no fetchable copy" in err and "no AWS credentials on this host" in err
+    assert code == 1 and "no fetchable copy" in err and "never checked" in err
     code, out, _ = cli("status", "rules/alpha")
     assert f"{r2}  fetch from file://" in out

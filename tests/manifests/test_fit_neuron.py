@@ -157,8 +157,8 @@ def test_compile_host_needs_ram_plus_swap_as_the_compile_did(monkeypatch) -> Non
     plain = compile_host_fit(manifest, get_target("inf2.8xlarge"))
     assert plain.fits is False  # ~180 GB peak OOMs the 8xlarge's 128 GB
     assert "needs 167.64 GiB" in plain.reasons[0] and "0 GiB declared swap" in plain.reasons[0]
-    monkeypatch.setenv("MODELREG_TARGETS", str(REPO / "manifests" / "targets.yaml"))
-    swapped = compile_host_fit(manifest, get_target("inf2-8xlarge-swap100"))
+    reference = REPO / "manifests" / "targets.yaml"
+    swapped = compile_host_fit(manifest, get_target("inf2-8xlarge-swap100", reference))
     assert swapped.fits is True and swapped.swap_bytes == pytest.approx(100 * GB, rel=0.001)
     assert compile_host_fit(manifest, get_target("inf2.48xlarge")).fits is True
 

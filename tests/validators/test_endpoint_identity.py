@@ -31,7 +31,7 @@ from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators import procfs
 from modelreg.validators.endpoint import DECODE_TOKENS_PER_S_MAX, decode_ceiling
 from modelreg.validators.launch import free_port
-from tests.helpers import write_gguf
+from tests.helpers import open_with_targets, write_gguf
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 HOST = socket.gethostname()
@@ -154,11 +154,10 @@ def _wait_for(url: str, proc: subprocess.Popen[bytes] | None = None) -> None:
 
 
 def _registry(tmp_path: Path, body: str) -> Registry:
-    import modelreg
 
     spec = tmp_path / "targets.yaml"
     spec.write_text("targets:\n" + body)
-    return modelreg.open(f"sqlite:///{tmp_path / 'registry.db'}", targets_file=spec)
+    return open_with_targets(f"sqlite:///{tmp_path / 'registry.db'}", spec)
 
 
 def _endpoint(url: str, *extra: str) -> str:

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-import modelreg
 from modelreg import units
 from modelreg.api import Registry
 from modelreg.bundled import SMOLLM2_BASE
@@ -19,6 +18,7 @@ from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.targets import Serving, Target
 from modelreg.validators import llama_runtime
 from modelreg.validators.verify import MEMORY_BUDGET_SHARE, measured_memory
+from tests.helpers import open_with_targets
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 GiB = 1 << 30
@@ -28,7 +28,7 @@ NOW = datetime(2026, 11, 29, tzinfo=UTC)
 def _registry(tmp_path: Path, body: str) -> Registry:
     spec = tmp_path / "targets.yaml"
     spec.write_text("targets:\n" + body)
-    return modelreg.open(f"sqlite:///{tmp_path / 'registry.db'}", targets_file=spec)
+    return open_with_targets(f"sqlite:///{tmp_path / 'registry.db'}", spec)
 
 
 def _verify(registry: Registry, model: Path, target: str) -> dict[str, CheckResult]:

