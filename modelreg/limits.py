@@ -27,6 +27,11 @@ LICENSE_ID_MAX = 100  # records.license
 FILE_PATH_MAX = 1000  # record_files.path
 WHY_MAX = 2000  # events.why, promotions.why, record_states.reason (TEXT): one paragraph
 
+# A number a model card states (manifests/card_claims.py): longer runs of digits are not read
+# as a claim (no model has 10^18 of anything; a float of 400 digits is infinite).
+CARD_NUMBER_DIGITS_MAX = 18
+CARD_DECIMALS_MAX = 9
+
 
 def check_length(field: str, value: str, limit: int) -> str:
     """Return ``value`` if it has at most ``limit`` characters, else raise a one-line
