@@ -12,10 +12,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modelreg.manifests import card_claims
+from modelreg.manifests import card_claims, card_korean, card_language
 
 PATTERNS = {
-    name: value for name, value in vars(card_claims).items() if isinstance(value, re.Pattern)
+    f"{module.__name__.rsplit('.', 1)[1]}.{name}": value
+    for module in (card_claims, card_korean, card_language)
+    for name, value in vars(module).items()
+    if isinstance(value, re.Pattern)
+}
+PATTERNS |= {f"card_korean._BPW_RES[{i}]": p for i, p in enumerate(card_korean._BPW_RES)} | {
+    f"card_korean.{name}[{i}]": p
+    for name in ("_CONTEXT_RES", "_PARAMS_RES", "_LICENSE_RES")
+    for i, p in enumerate(getattr(card_korean, name))
 }
 # Each pattern, and the whole reader, gets this long per input (they take milliseconds).
 SECONDS_PER_INPUT = 1.0
@@ -43,14 +51,19 @@ def _slowest(text: str) -> tuple[float, str]:
     card_claims.read_claims(text)
     card_claims.read_claims(text.replace("\n", " "))
     times.append((time.perf_counter() - start, "read_claims"))
+    start = time.perf_counter()
+    card_language.card_language(text)
+    card_korean.korean_number(text[:200])
+    times.append((time.perf_counter() - start, "card_language"))
     return max(times)
 
 
 def test_the_module_has_its_patterns() -> None:
     # The enumeration finds them (a renamed module would make every other test vacuous).
-    assert {"_BPW_RE", "_CONTEXT_SENTENCE_RE", "_PARAMS_SENTENCE_RE", "_LABEL_LINE_RE"} <= set(
-        PATTERNS
-    )
+    names = {"_BPW_RE", "_CONTEXT_SENTENCE_RE", "_PARAMS_SENTENCE_RE", "_LABEL_LINE_RE"}
+    assert {f"card_claims.{name}" for name in names} <= set(PATTERNS)
+    assert {"card_korean._BITS_RE", "card_korean._PARAMS_RES[1]"} <= set(PATTERNS)
+    assert "card_language._URL_RE" in PATTERNS
 
 
 @pytest.mark.parametrize(
@@ -76,6 +89,13 @@ def test_the_module_has_its_patterns() -> None:
         "3만" * 7_000,
         "3만 " * 5_000 + "2천" * 5_000,
         "1" + " " * 20_000 + "비트",
+        "가중치당" + " " * 20_000 + "4",
+        "1" * 20_000 + "비트/가중치",
+        "A " * 10_000 + "라이선스",
+        "라이선스는 " + "A " * 10_000,
+        "a/b를" + " x" * 10_000,
+        "https://" + "a" * 20_000,
+        "컨텍스트" + " " * 20_000 + "는",
     ],
     ids=lambda text: f"{text[:8]!r}x{len(text)}",
 )
