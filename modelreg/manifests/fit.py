@@ -278,10 +278,12 @@ def memory_fit(
     overhead_fixed_bytes: int = 256 << 20,
     headroom_fraction: float = 0.10,
     latent_mla_runtime: bool = False,
+    weights_what_if: int | None = None,
 ) -> MemoryFit:
     """Do weights + KV cache + overhead fit ``capacity_bytes`` less the headroom?
     (``latent_mla_runtime``: the runtime caches MLA's latent for every conversion, as
-    ik_llama.cpp does — see ``kv_cache_bytes``.)"""
+    ik_llama.cpp does — see ``kv_cache_bytes``. ``weights_what_if``: weight bytes to use
+    instead of the artifact's tensor bytes — a what-if, see ``what_if_weights``.)"""
     if not 0 <= overhead_fraction < 10 or not 0 <= headroom_fraction < 1:
         raise InvalidInput("overhead must be in [0, 10) and headroom in [0, 1)")
     tokens = context or default_context(manifest)
@@ -294,7 +296,7 @@ def memory_fit(
         kv_dtype_v,
         latent_mla_runtime=latent_mla_runtime,
     )
-    weights = weights_bytes(manifest)
+    weights = weights_bytes(manifest) if weights_what_if is None else weights_what_if
     rule = (
         f"{overhead_fraction:.0%} of weights + {overhead_fixed_bytes / (1 << 20):.0f} MiB "
         "(compute buffers, runtime)"
@@ -341,4 +343,61 @@ def memory_fit(
         headroom_fraction,
         fits,
         reasons,
+    )
+
+
+@dataclass(frozen=True)
+class WeightsWhatIf:
+    """Weights at another width: the ledger's parameters × bits ÷ 8 — what a purchase or a
+    quantization choice is weighed with before the artifact exists (seed 002: "30.5B Q4라면 약
+    15.25GB"). Not the artifact's tensor bytes: scales, mixed-precision tensors and alignment
+    come on top, so it is a lower bound of what a real file at that width weighs."""
+
+    bits: float
+    quant: str | None
+    parameters: int
+    parameters_provenance: str
+    bytes: int
+
+    def describe(self) -> str:
+        named = f"{self.quant}, " if self.quant else ""
+        return (
+            f"what-if: {self.parameters:,} parameters ({self.parameters_provenance}) × "
+            f"{named}{self.bits:g} bits ÷ 8 — not the artifact's tensor bytes"
+        )
+
+
+MAX_WHAT_IF_BITS = 32.0
+
+
+def what_if_weights(manifest: Manifest, bits: float | None, quant: str | None) -> WeightsWhatIf:
+    """The weights of ``manifest`` at ``bits`` per weight, or at the width of the llama.cpp
+    type ``quant`` names (Q4_K_M: its Q4_K blocks, 4.5 bits), from the ledger's total."""
+    import math
+
+    if bits is not None and quant is not None:
+        raise InvalidInput("give --bits or --quant, not both")
+    if quant is not None:
+        from modelreg.manifests.build import base_bits_per_weight
+
+        bits = base_bits_per_weight(quant.strip().upper())
+        if bits is None:
+            raise InvalidInput(
+                f"--quant {quant[:40]!r} is not a llama.cpp quantization type "
+                "(Q4_K_M, Q8_0, IQ4_XS, …)",
+                "or give the width itself: --bits 4.5",
+            )
+        quant = quant.strip().upper()
+    assert bits is not None
+    if not (math.isfinite(bits) and 0 < bits <= MAX_WHAT_IF_BITS):
+        raise InvalidInput(f"--bits {bits} must be above 0 and at most {MAX_WHAT_IF_BITS:g}")
+    total = manifest.parameters.total
+    if total.value is None:
+        raise InvalidInput(
+            "the record's total parameters are unknown: there is nothing to weigh at "
+            f"{bits:g} bits",
+            "declare them with add --total-params N --params-source SOURCE",
+        )
+    return WeightsWhatIf(
+        bits, quant, total.value, total.provenance, math.ceil(total.value * bits / 8)
     )
