@@ -39,11 +39,13 @@ class Record:
         if text is None:
             assert self.load_manifest_json is not None
             text = self.load_manifest_json()
+        # The registry's own row: bounds added since it was stored do not refuse it
+        # (limits.bounded); every door that stores one checks them.
         try:
-            return Manifest.model_validate_json(text)
+            return Manifest.model_validate_json(text, context={"stored": True})
         except ValidationError:
             # A row stored before the storage boundary (or around it) holding what it now
             # refuses: read it made readable, so one bad row never breaks list or show.
             from modelreg.registry.boundary import loads_readable
 
-            return Manifest.model_validate(loads_readable(text))
+            return Manifest.model_validate(loads_readable(text), context={"stored": True})

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from modelreg import host
+from modelreg import host, limits
 from modelreg.errors import InvalidInput, TargetNotFound
 from modelreg.schemas.manifest import GoldenPrompt, first_error
 from modelreg.schemas.suite import ResourceGates
@@ -317,14 +317,18 @@ class _TargetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: TargetKind = "cpu"
-    description: str = ""
-    cpu_flags: list[str] | None = None
-    memory_gib: float | None = Field(default=None, gt=0)
-    hosts: list[str] = Field(default_factory=list)
-    neuron_cores: int = Field(default=0, ge=0)
-    golden_prompts: list[GoldenPrompt] = Field(default_factory=list)
-    runtime: dict[str, str | int | float] = Field(default_factory=dict)
-    swap_gib: float | None = Field(default=None, ge=0)
+    description: str = Field(default="", max_length=limits.MAX_DESCRIPTION_CHARS)
+    cpu_flags: list[str] | None = Field(default=None, max_length=limits.MAX_TARGET_FLAGS)
+    memory_gib: float | None = Field(default=None, gt=0, le=limits.MAX_TARGET_MEMORY_GIB)
+    hosts: list[str] = Field(default_factory=list, max_length=limits.MAX_TARGET_HOSTS)
+    neuron_cores: int = Field(default=0, ge=0, le=limits.MAX_TP_DEGREE)
+    golden_prompts: list[GoldenPrompt] = Field(
+        default_factory=list, max_length=limits.MAX_TARGET_PROMPTS
+    )
+    runtime: dict[str, str | int | float] = Field(
+        default_factory=dict, max_length=limits.MAX_TARGET_FLAGS
+    )
+    swap_gib: float | None = Field(default=None, ge=0, le=limits.MAX_TARGET_MEMORY_GIB)
     verify_timeout_seconds: float | None = Field(default=None, gt=0, le=86400)
     trust: _TrustSpec = Field(default_factory=_TrustSpec)
     suite: str | None = Field(default=None, min_length=1)
@@ -334,8 +338,8 @@ class _TargetSpec(BaseModel):
     token_env: str | None = None
     require_identity: bool | None = None
     launch: list[str | int | float] | None = None
-    forbidden_flags: list[str] | None = None
-    required_build_flags: list[str] | None = None
+    forbidden_flags: list[str] | None = Field(default=None, max_length=limits.MAX_TARGET_FLAGS)
+    required_build_flags: list[str] | None = Field(default=None, max_length=limits.MAX_TARGET_FLAGS)
     image: str | None = None
     serving: _ServingSpec | None = None
     gates: ResourceGates | None = None

@@ -70,3 +70,62 @@ def test_value_over_the_limit_is_one_escaped_line() -> None:
     assert message.startswith("target name '\\x1b[31mttt")
     assert "is 206 characters long; at most 100 are allowed — shorten it" in message
     assert message.isprintable()
+
+
+def test_docs_limits_lists_every_limit_with_its_value() -> None:
+    """docs/limits.md's table is the limits module: every constant, with its value."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "limits.md").read_text()
+    page = page.split("## modelreg/limits.py", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `([A-Z_]+)` \| ([0-9.]+) \|", page, re.MULTILINE))
+    constants = {k: v for k, v in vars(limits).items() if k.isupper()}
+    assert set(rows) == set(constants)
+    for name, value in constants.items():
+        assert float(rows[name]) == value, name
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "needle"),
+    [
+        (("thresholds", "min_decode_tokens_per_s"), 1e9, "less than or equal to 1000000"),
+        (("thresholds", "subsets"), {f"s{i}": 0.5 for i in range(101)}, "at most 100 items"),
+        (("cases", 0, "expect", "reject"), ["x" * 2001], "at most 2000 characters"),
+    ],
+)
+def test_a_suite_beyond_a_limit_is_refused_naming_the_field(
+    path: tuple[object, ...], value: object, needle: str
+) -> None:
+    from modelreg.suites import parse_suite
+
+    data: dict = {  # type: ignore[type-arg]
+        "name": "s",
+        "thresholds": {"min_pass_rate": 0.5},
+        "cases": [{"id": "c", "prompt": "p", "expect": {"value": "Paris"}}],
+    }
+    block: object = data
+    for key in path[:-1]:
+        block = block[key]  # type: ignore[index]
+    block[path[-1]] = value  # type: ignore[index]
+    with pytest.raises(InvalidInput) as refused:
+        parse_suite(data, "s.yaml")
+    assert needle in str(refused.value) and str(path[-1]) in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("memory_gib", 2.0**21, "less than or equal to 1048576"),
+        ("hosts", [f"h{i}" for i in range(1001)], "at most 1000 items"),
+        ("neuron_cores", 1 << 20, "less than or equal to 1024"),
+    ],
+)
+def test_a_target_beyond_a_limit_is_refused_naming_the_field(
+    field: str, value: object, needle: str
+) -> None:
+    from modelreg.targets import check_shared_spec
+
+    with pytest.raises(InvalidInput) as refused:
+        check_shared_spec("edge", {"kind": "cpu", field: value}, "targets.yaml")
+    assert needle in str(refused.value) and field in str(refused.value)

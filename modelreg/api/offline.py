@@ -62,6 +62,8 @@ class FitOptions(TypedDict, total=False):
     kv_dtype: str | None
     overhead: float
     headroom: float
+    bits: float | None  # weights at this width from the ledger: a what-if
+    quant: str | None  # … or at the width of this llama.cpp type (Q4_K_M)
 
 
 def known_options(function: str, given: Mapping[str, object], kind: type) -> None:

@@ -367,7 +367,7 @@ def show(
         f"{record.created_by})"
     )
     out(f"location   {record.location}")
-    for line in manifest_lines(Manifest.model_validate(shown.manifest)):
+    for line in manifest_lines(Manifest.model_validate(shown.manifest, context={"stored": True})):
         out(line)
     out(
         f"state      {state_text(record)}"

@@ -97,6 +97,22 @@ def fit(
     headroom: Annotated[
         float, typer.Option("--headroom", help="Fraction of memory kept free.")
     ] = 0.10,
+    bits: Annotated[
+        float | None,
+        typer.Option(
+            "--bits",
+            help="What-if: weights at B bits per weight from the parameter ledger (total × B "
+            "÷ 8), not the artifact's tensors; KV cache and overhead as always.",
+        ),
+    ] = None,
+    quant: Annotated[
+        str | None,
+        typer.Option(
+            "--quant",
+            metavar="TYPE",
+            help="What-if: weights at the width of a llama.cpp type (Q4_K_M: 4.5 bits).",
+        ),
+    ] = None,
     compile_host: Annotated[
         str | None,
         typer.Option(
@@ -124,6 +140,8 @@ def fit(
             "kv_dtype": kv_dtype,
             "overhead": overhead,
         }
+        if bits is not None or quant is not None:
+            options |= {"bits": bits, "quant": quant}
     # A record or a manifest file alike: targets resolve as in every command (shared ones too).
     result = registry(ctx).fit(record_ref, target, **options)
     if json_out:
@@ -140,6 +158,15 @@ def fit(
         for line in result.lines
     ]
     print(table(rows, ["", "bytes", "GB", "GiB", "note"]))
+    if result.what_if is not None:
+        w = result.what_if
+        recorded = w.recorded_weights.GiB
+        out(
+            f"what-if: weights at {w.bits:g} bits per weight"
+            + (f" ({w.quant})" if w.quant else "")
+            + f" from {w.parameters:,} parameters — not this artifact"
+            + (f" (its tensors: {recorded:.3f} GiB)" if recorded is not None else "")
+        )
     out(
         f"verdict: {result.verdict}" + (f" — {'; '.join(result.reasons)}" if result.reasons else "")
     )

@@ -71,6 +71,7 @@ from modelreg.schemas.manifest import (
     Quantization,
     QuantRecipe,
     RuntimeRequirements,
+    first_error,
     parse_base_model,
     parse_model_id,
     parse_source_pin,
@@ -230,7 +231,7 @@ def build_manifest(
     declare_counts(
         ParameterLedger(), total=total_params, active=active_params, source=params_source
     )
-    built = _build_any(
+    built = _build_checked(
         paths,
         BuildRequest(
             model_id=model_id,
@@ -270,6 +271,31 @@ def build_manifest(
             )
         )
     return BuiltArtifact(manifest, built.root, built.resolution)
+
+
+def _build_checked(paths: Sequence[Path | str], req: BuildRequest) -> BuiltArtifact:
+    """``_build_any``, with a fact beyond the manifest schema's limits (a GGUF or config that
+    names 2,147,483,648 layers) one line of bad input naming the field and its limit."""
+    from pydantic import ValidationError
+
+    try:
+        return _build_any(paths, req)
+    except ValidationError as exc:
+        # A part built on its own names its fields from the part: say where it sits.
+        section = _SECTIONS.get(exc.title)
+        problem = first_error(exc)
+        raise InvalidArtifact(
+            str(paths[0]), f"{section}.{problem}" if section else problem
+        ) from None
+
+
+_SECTIONS = {
+    "ArchitectureFacts": "architecture",
+    "GGUFFacts": "gguf",
+    "Quantization": "quantization",
+    "ImportanceMatrix": "quantization.importance_matrix",
+    "NeuronFacts": "neuron",
+}
 
 
 def _build_any(paths: Sequence[Path | str], req: BuildRequest) -> BuiltArtifact:

@@ -17,6 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from modelreg.limits import CARD_DECIMALS_MAX, CARD_NUMBER_DIGITS_MAX
+from modelreg.manifests import card_korean
+
 ClaimKind = Literal[
     "quantization",
     "bits_per_weight",
@@ -76,8 +79,25 @@ QUANT_RE = re.compile(
     + r")(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
-_N = r"(?P<n>\d{1,3}(?:[,_]\d{3})+|\d+(?:\.\d+)?)"
-_SCALE = r"\s*(?P<s>[KMBT]\b|thousand|million|billion|trillion)?"
+# Every pattern here runs in time linear in the line it reads (``tests/manifests/
+# test_card_claims_time.py`` feeds each one long runs of digits, spaces and separators): a
+# number starts only where no digit or decimal point precedes it and is read atomically, and
+# every optional word is preceded by its own possessive run of spaces — never two ``\s*`` that
+# could share one run, which made a 3 KB card take 34 s. (Python's ``re`` rather than a
+# linear-time engine such as RE2: RE2 has no lookbehind, which the quant names and numbers
+# need to start at a word's edge.)
+# A number longer than CARD_NUMBER_DIGITS_MAX digits (or with more decimals than
+# CARD_DECIMALS_MAX) is not read as a count at all: no model has 10^18 of anything, and a
+# float of 400 digits is infinite.
+_D, _F = CARD_NUMBER_DIGITS_MAX, CARD_DECIMALS_MAX
+_N = (
+    rf"(?<![\d.])(?<!\d[,_])(?P<n>(?>\d{{1,3}}(?:[,_]\d{{3}}){{1,{(_D - 1) // 3}}}+(?!\d|[,_]\d)"
+    rf"|\d{{1,{_D}}}+(?:\.\d{{1,{_F}}}+)?+(?![\d]|\.\d)))"
+)
+# The end of an ASCII word where a Korean particle or counter may follow ("32K토큰", "4bit이고",
+# "360M개의"): \b would not end it, Hangul being word characters too.
+_END = r"(?![A-Za-z0-9_])"
+_SCALE = rf"(?:\s*+(?P<s>[KMBT]{_END}|thousand|million|billion|trillion))?"
 _SCALES = {
     "k": 10**3,
     "thousand": 10**3,
@@ -89,29 +109,37 @@ _SCALES = {
     "trillion": 10**12,
 }
 _BPW_RE = re.compile(
-    _N + r"\s*(?:bpw|(?:real |effective |average )?bits?[ -]per[ -]weight)\b", re.IGNORECASE
+    _N + r"\s*+(?:bpw|(?:real |effective |average )?bits?[ -]per[ -]weight)\b", re.IGNORECASE
 )
-_BITS_RE = re.compile(r"(?<![\w.])" + _N + r"[ -]?bits?\b(?![ -]per)", re.IGNORECASE)
+_BITS_RE = re.compile(r"(?<![\w.])" + _N + rf"[ -]?bits?{_END}(?![ -]per)", re.IGNORECASE)
 _CONTEXT_SENTENCE_RE = re.compile(
-    _N + r"\s*(?P<s>[Kk]\b)?(?:[ -]?tokens?)?[ -](?:token[ -])?context\b", re.IGNORECASE
+    _N + rf"(?:\s*+(?P<s>[Kk]{_END}))?(?:[ -]?tokens?)?[ -](?:token[ -])?context\b", re.IGNORECASE
 )
 _PARAMS_SENTENCE_RE = re.compile(
     _N
     + _SCALE
-    + r"\s*(?:(?P<active>active|activated)|(?P<total>total))?\s*(?:parameters?|params)\b",
+    + r"(?:\s*+(?:(?P<active>active|activated)|(?P<total>total)))?\s*+(?:parameters?|params)\b",
     re.IGNORECASE,
 )
-_SIZE_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*[MBT]\b")
+_SIZE_RE = re.compile(rf"(?<![\w.])\d++(?:\.\d++)?+\s*+[MBT]{_END}")
 _TP_SENTENCE_RE = re.compile(
-    r"\b(?:tp|tp_degree|tensor[ -]parallel(?:ism)?(?: degree)?(?: of)?)\s*[=:]?\s*(?P<n>\d+)\b",
+    r"\b(?:tp|tp_degree|tensor[ -]parallel(?:ism)?(?: degree)?(?: of)?)"
+    rf"\s*+(?:[=:]\s*+)?(?P<n>\d{{1,{_D}}}+){_END}",
     re.IGNORECASE,
 )
 _SEQ_SENTENCE_RE = re.compile(
-    r"\b(?:sequence[ _-]length|seq_len)(?: of)?\s*[=:]?\s*" + _N, re.IGNORECASE
+    r"\b(?:sequence[ _-]length|seq_len)(?: of)?\s*+(?:[=:]\s*+)?" + _N, re.IGNORECASE
 )
-_LABEL_LINE_RE = re.compile(r"^\s*(?:[-*+]\s+)?(?P<label>[A-Za-z][^:|]{1,60}?)\s*:\s+(?P<v>.+)$")
+# A label starts with a letter, English or Korean; a Korean card may use the full-width colon.
+_LABEL_LINE_RE = re.compile(
+    r"^\s*+(?:[-*+]\s++)?(?P<label>[A-Za-z가-힣][^:：|]{1,60}?)\s*(?::\s+|：\s*)(?P<v>.+)$"
+)
+# An org/name (ASCII, as the model-id grammar: "Qwen/Qwen3-8B를" ends before the particle)
+# starts at a word's edge, its first part read possessively (it cannot hold the "/" that ends
+# it): one attempt per word, not one per character.
 _MODEL_ID_RE = re.compile(
-    r"(?:huggingface\.co/)?(?P<id>[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95})"
+    r"(?<![A-Za-z0-9_.-])(?:huggingface\.co/)?"
+    r"(?P<id>[A-Za-z0-9][A-Za-z0-9_.-]{0,95}+/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})"
 )
 _BASE_SENTENCE_RE = re.compile(
     r"\b(?:quanti[sz]ed (?:version )?(?:from|of)|quanti[sz]ations? of|"
@@ -119,10 +147,22 @@ _BASE_SENTENCE_RE = re.compile(
     re.IGNORECASE,
 )
 _LICENSE_SENTENCE_RE = re.compile(
-    r"\b(?:licen[sc]ed under|released under|available under)\s+(?:the\s+)?"
+    r"\b(?:licen[sc]ed under|released under|available under)\s++(?:the\s++)?"
     r"(?P<name>[A-Za-z][\w .-]{0,40}?)\s+licen[sc]e\b",
     re.IGNORECASE,
 )
+# A decimal in a quant table's bits column.
+_DECIMAL_RE = re.compile(rf"(?<![\d.])\d{{1,{_D}}}+(?:\.\d{{1,{_F}}}+)?+(?![\d]|\.\d)")
+# Markdown: a link (its text and target: neither holds a bracket, so each "[" is tried once),
+# emphasis and code marks, a table's rule cell, where a license's name ends.
+_LINK_RE = re.compile(r"\[([^\[\]]*+)\]\(([^()\[\]]*+)\)")
+_MARKS_RE = re.compile(r"\*\*|__|`")
+_RULE_CELL_RE = re.compile(r":?-{3,}+:?")
+_LICENSE_END_RE = re.compile(r"[(\[]")
+_SPACES_RE = re.compile(r"\s+")
+# What a label says in parentheses ("Context length (tokens)", "파라미터 수 (Parameters)").
+_LABEL_ASIDE_RE = re.compile(r"\s*+\([^()]{0,60}+\)")
+_HANGUL_RE = re.compile(r"[가-힣]")
 # How people name the common licenses in prose -> the Hub's id.
 LICENSE_NAMES = {
     "apache 2.0": "apache-2.0",
@@ -182,6 +222,7 @@ _LABELS: dict[str, ClaimKind] = {
     "original model": "base_model",
     "quantized from": "base_model",
     "compiled from": "base_model",
+    **card_korean.KOREAN_LABELS,
 }
 _COUNTS = {"context_length", "sequence_length", "tp_degree", "batch_size"}
 _PARAMS = {"parameters", "active_parameters"}
@@ -211,7 +252,7 @@ def _tokens(n: str, k: str | None) -> int:
 
 def license_id(text: str) -> str | None:
     """The Hub license id a card's words name (None: not one this knows)."""
-    words = re.split(r"\s*[(\[]", text.strip().strip(".").lower(), maxsplit=1)[0].strip()
+    words = _LICENSE_END_RE.split(text.strip().strip(".").lower(), maxsplit=1)[0].strip()
     from modelreg.schemas.licenses import KNOWN_LICENSES
 
     if words in KNOWN_LICENSES:
@@ -255,8 +296,8 @@ def read_claims(body: str, first_line: int = 1) -> list[Claim]:
 
 def _plain(line: str) -> str:
     """A line without Markdown emphasis and code marks, links as their text and target."""
-    line = re.sub(r"\[([^\]]*)\]\(([^)]*)\)", lambda m: f"{m.group(1)} {m.group(2)}", line)
-    return re.sub(r"\*\*|__|`", "", line).replace("\\", "")
+    line = _LINK_RE.sub(lambda m: f"{m.group(1)} {m.group(2)}", line)
+    return _MARKS_RE.sub("", line).replace("\\", "")
 
 
 def _tables(lines: list[str]) -> dict[int, tuple[list[str], list[str]]]:
@@ -269,7 +310,7 @@ def _tables(lines: list[str]) -> dict[int, tuple[list[str], list[str]]]:
             header = None
             continue
         cells = [c.strip() for c in stripped.strip("|").split("|")]
-        if i > 0 and all(re.fullmatch(r":?-{3,}:?", c) for c in cells if c):
+        if i > 0 and all(_RULE_CELL_RE.fullmatch(c) for c in cells if c):
             header = [c.strip().lower() for c in lines[i - 1].strip().strip("|").split("|")]
         elif header is not None:
             rows[i] = (header, cells)
@@ -278,17 +319,15 @@ def _tables(lines: list[str]) -> dict[int, tuple[list[str], list[str]]]:
 
 def _labelled(label: str, value: str, i: int, add: Add, where: Where = "label") -> bool:
     """A ``Label: value`` line or spec-table row; True when the label was one this reads."""
-    kind = _LABELS.get(re.sub(r"\s+", " ", label.strip().strip("*_ ").lower()))
+    said = _LABEL_ASIDE_RE.sub("", label).strip().strip("*_ ").lower()
+    kind = _LABELS.get(_SPACES_RE.sub(" ", said))
     if kind is None:
         return False
-    if kind in _COUNTS:
-        m = re.search(_N + r"\s*(?P<s>[Kk]\b)?", value)
-        if m:
-            add(kind, _tokens(m.group("n"), m.group("s")), i, where)
-    elif kind in _PARAMS:
-        m = re.search(_N + _SCALE, value)
-        if m:
-            add(kind, int(number(m.group("n"), m.group("s"))), i, where)
+    if kind in _COUNTS or kind in _PARAMS:
+        # "32K", "32,768 토큰", "3만 2천", "360M", "1.7 billion", "3억 6천만 개"
+        count = card_korean.first_amount(value, tokens=kind in _COUNTS)
+        if count is not None:
+            add(kind, count, i, where)
     elif kind == "quantization":
         for q in QUANT_RE.finditer(value):
             add(kind, q.group(1).upper(), i, where)
@@ -318,7 +357,7 @@ def _table_row(header: list[str], cells: list[str], i: int, add: Add) -> None:
         return
     add("quantization", quant, i, "table", plain)
     for h, c in zip(header, plain, strict=False):
-        if ("bit" in h or "bpw" in h) and (m := re.search(r"\d+(?:\.\d+)?", c)):
+        if ("bit" in h or "bpw" in h or "비트" in h) and (m := _DECIMAL_RE.search(c)):
             add("bits_per_weight", float(m.group(0)), i, "table", plain)
 
 
@@ -335,7 +374,11 @@ def _sentence(text: str, i: int, add: Add) -> None:
         add("tp_degree", int(m.group("n")), i, "sentence")
     # "three sizes: 135M, 360M and 1.7B parameters" is a family, not this model: with more
     # than one size on the line, only a count called total or active is a claim.
-    family = len(_SIZE_RE.findall(text)) > 1
+    korean = _HANGUL_RE.search(text) is not None
+    sizes = len(_SIZE_RE.findall(text))
+    if korean:
+        sizes += len(card_korean.SIZE_RE.findall(text))
+    family = sizes > 1
     for m in _PARAMS_SENTENCE_RE.finditer(text):
         if family and not (m.group("active") or m.group("total")):
             continue
@@ -346,5 +389,11 @@ def _sentence(text: str, i: int, add: Add) -> None:
         add("license", found, i, "sentence")
     based = _BASE_SENTENCE_RE.search(text)
     named = _MODEL_ID_RE.search(text, based.end()) if based else None
+    if named is None and korean:
+        # "Qwen/Qwen3-8B를 양자화한 모델": the model id first, then what was made of it.
+        ids = _MODEL_ID_RE.finditer(text)
+        named = next((m for m in ids if card_korean.BASE_AFTER_RE.match(text, m.end())), None)
     if named:
         add("base_model", named.group("id").rstrip(".),"), i, "sentence")
+    if korean:
+        card_korean.read_sentence(text, i, add, family)

@@ -8,9 +8,16 @@ KV heads (not query heads), and sliding-window layers holding at most ``window``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from modelreg.errors import InvalidInput
+from modelreg.limits import MAX_BATCH, MAX_CONTEXT_TOKENS
+from modelreg.manifests.layers import (
+    NO_SLIDING,
+    layer_groups,
+    sliding_layout,
+)
 
 # The Neuron fit lives in neuron_fit; these names stay importable from here.
 from modelreg.manifests.neuron_fit import (
@@ -50,12 +57,9 @@ KV_BYTES_PER_ELEMENT: dict[str, float] = {
     "q4_0": 18 / 32,
     "iq4_nl": 18 / 32,
 }
-# llama.cpp's fixed sliding-window layouts when the file carries no per-layer pattern:
-# every Nth layer attends globally, the others use the window.
-SLIDING_WINDOW_PERIOD = {"gemma2": 2, "gemma3": 6, "cohere2": 4}
 DEFAULT_CONTEXT = 4096
-MAX_CONTEXT = 1 << 24
-MAX_SEQUENCES = 4096
+MAX_CONTEXT = MAX_CONTEXT_TOKENS
+MAX_SEQUENCES = MAX_BATCH
 GB, GiB = 10**9, 1 << 30
 
 
@@ -72,26 +76,6 @@ class KVEstimate:
     notes: list[str] = field(default_factory=list)
 
 
-def _layer_value(value: int | list[int] | None, layer: int) -> int | None:
-    if isinstance(value, list):
-        return value[layer] if layer < len(value) else None
-    return value
-
-
-def sliding_layers(arch: ArchitectureFacts) -> tuple[list[bool] | None, str | None]:
-    """Which layers use the sliding window, and where that came from (None: unknown)."""
-    layers = arch.block_count
-    if not arch.sliding_window or not layers:
-        return [False] * (layers or 0), None
-    if arch.sliding_window_pattern and len(arch.sliding_window_pattern) == layers:
-        return list(arch.sliding_window_pattern), "per-layer pattern in the artifact"
-    period = SLIDING_WINDOW_PERIOD.get(arch.architecture or "")
-    if period:
-        pattern = [(i + 1) % period != 0 for i in range(layers)]
-        return pattern, f"{arch.architecture}: every {period}th layer global (llama.cpp layout)"
-    return None, None
-
-
 def kv_cache_bytes(
     arch: ArchitectureFacts,
     tokens: int,
@@ -100,6 +84,7 @@ def kv_cache_bytes(
     kv_dtype_v: str | None = None,
     *,
     latent_mla_runtime: bool = False,
+    kv_heads_held: Callable[[int, int | None], int | None] | None = None,
 ) -> KVEstimate:
     """KV-cache bytes for ``tokens`` of context per sequence; unknown facts stay unknown.
 
@@ -115,6 +100,10 @@ def kv_cache_bytes(
     latent figure in a note. ``latent_mla_runtime`` is for runtimes that cache the
     ``kv_lora_rank`` + ``rope_dimension_count`` latent for those files too: ik_llama.cpp
     (``-mla``, default 3) for the architectures it builds MLA for.
+
+    ``kv_heads_held(kv_heads, query_heads)``: the KV heads of a layer one device holds (a
+    Neuron rank's share); a layer whose share is None is unknown. The sum runs over groups of
+    identical layers (``manifests/layers.py``), never once per layer.
     """
     if not 0 < tokens <= MAX_CONTEXT:
         raise InvalidInput(f"context {tokens} is out of range (1 to {MAX_CONTEXT} tokens)")
@@ -158,16 +147,16 @@ def kv_cache_bytes(
     def unknown_kv(what: str) -> KVEstimate:
         return KVEstimate(tokens, sequences, kv_dtype, None, layers, unknown=[what])
 
-    pattern, pattern_source = sliding_layers(arch)
+    layout = sliding_layout(arch)
     notes = []
-    if pattern is None:
+    if not layout.known:
         notes.append(
             f"sliding window {arch.sliding_window} declared but the layer layout is unknown: "
             "every layer counted at full context (an upper bound)"
         )
-        pattern = [False] * layers
-    elif pattern_source:
-        notes.append(f"sliding-window layers from {pattern_source}")
+        layout = NO_SLIDING
+    elif layout.source:
+        notes.append(f"sliding-window layers from {layout.source}")
     shared = min(arch.kv_shared_layers or 0, layers)
     if shared:
         notes.append(f"the last {shared} layers reuse an earlier layer's KV cache: not counted")
@@ -175,28 +164,33 @@ def kv_cache_bytes(
     # ik_llama.cpp keeps the latent in the K type with flash attention, in the V type without.
     per_latent = max(per_key, per_value) if absorbed else per_key
     total = latent_total = 0.0
-    for layer in range(layers - shared):
-        held = (
-            min(tokens, arch.sliding_window) if pattern[layer] and arch.sliding_window else tokens
-        )
+    # In the order each kind of layer first occurs: the first layer that is unknown is named.
+    for group in layer_groups(arch, layout):
+        kind, count, layer = group.kind, group.count, group.first
+        if kind.kv_shared:
+            continue
+        held = min(tokens, arch.sliding_window) if kind.sliding and arch.sliding_window else tokens
         if latent_row is not None:
-            latent_total += latent_row * per_latent * held * sequences
+            latent_total += latent_row * per_latent * held * sequences * count
         if absorbed:
             continue
-        kv_heads = _layer_value(arch.head_count_kv, layer)
-        heads = _layer_value(arch.head_count, layer)
+        kv_heads, heads = kind.head_count_kv, kind.head_count
         if kv_heads is None:
             return unknown_kv(f"head_count_kv for layer {layer}")
-        key_dim = _layer_value(arch.key_length, layer)
+        if kv_heads_held is not None:
+            kv_heads = kv_heads_held(kv_heads, heads)
+            if kv_heads is None:
+                return unknown_kv(f"the KV heads one rank holds for layer {layer}")
+        key_dim = kind.key_length
         if key_dim is None:
             if not heads or arch.embedding_length is None or rank is not None:
                 return unknown_kv(f"head_dim for layer {layer}")
             key_dim = arch.embedding_length // heads
-        value_dim = _layer_value(arch.value_length, layer)
+        value_dim = kind.value_length
         if value_dim is None and rank is not None and not stored_latent:
             return unknown_kv(f"value_length for layer {layer} (latent attention: not key_length)")
         value_dim = 0 if stored_latent else (value_dim or key_dim)
-        total += (key_dim * per_key + value_dim * per_value) * kv_heads * held * sequences
+        total += (key_dim * per_key + value_dim * per_value) * kv_heads * held * sequences * count
     latent_parts = f"kv_lora_rank {rank} + {rope} rope dims" if latent_row is not None else ""
     if stored_latent:
         notes.append(
@@ -239,7 +233,7 @@ def kv_cache_bytes(
         kv_dtype,
         round(total),
         layers,
-        sum(pattern),
+        layout.sliding_between(0, layers),
         arch.sliding_window,
         notes=notes,
     )
@@ -284,10 +278,12 @@ def memory_fit(
     overhead_fixed_bytes: int = 256 << 20,
     headroom_fraction: float = 0.10,
     latent_mla_runtime: bool = False,
+    weights_what_if: int | None = None,
 ) -> MemoryFit:
     """Do weights + KV cache + overhead fit ``capacity_bytes`` less the headroom?
     (``latent_mla_runtime``: the runtime caches MLA's latent for every conversion, as
-    ik_llama.cpp does — see ``kv_cache_bytes``.)"""
+    ik_llama.cpp does — see ``kv_cache_bytes``. ``weights_what_if``: weight bytes to use
+    instead of the artifact's tensor bytes — a what-if, see ``what_if_weights``.)"""
     if not 0 <= overhead_fraction < 10 or not 0 <= headroom_fraction < 1:
         raise InvalidInput("overhead must be in [0, 10) and headroom in [0, 1)")
     tokens = context or default_context(manifest)
@@ -300,7 +296,7 @@ def memory_fit(
         kv_dtype_v,
         latent_mla_runtime=latent_mla_runtime,
     )
-    weights = weights_bytes(manifest)
+    weights = weights_bytes(manifest) if weights_what_if is None else weights_what_if
     rule = (
         f"{overhead_fraction:.0%} of weights + {overhead_fixed_bytes / (1 << 20):.0f} MiB "
         "(compute buffers, runtime)"
@@ -347,4 +343,61 @@ def memory_fit(
         headroom_fraction,
         fits,
         reasons,
+    )
+
+
+@dataclass(frozen=True)
+class WeightsWhatIf:
+    """Weights at another width: the ledger's parameters × bits ÷ 8 — what a purchase or a
+    quantization choice is weighed with before the artifact exists (seed 002: "30.5B Q4라면 약
+    15.25GB"). Not the artifact's tensor bytes: scales, mixed-precision tensors and alignment
+    come on top, so it is a lower bound of what a real file at that width weighs."""
+
+    bits: float
+    quant: str | None
+    parameters: int
+    parameters_provenance: str
+    bytes: int
+
+    def describe(self) -> str:
+        named = f"{self.quant}, " if self.quant else ""
+        return (
+            f"what-if: {self.parameters:,} parameters ({self.parameters_provenance}) × "
+            f"{named}{self.bits:g} bits ÷ 8 — not the artifact's tensor bytes"
+        )
+
+
+MAX_WHAT_IF_BITS = 32.0
+
+
+def what_if_weights(manifest: Manifest, bits: float | None, quant: str | None) -> WeightsWhatIf:
+    """The weights of ``manifest`` at ``bits`` per weight, or at the width of the llama.cpp
+    type ``quant`` names (Q4_K_M: its Q4_K blocks, 4.5 bits), from the ledger's total."""
+    import math
+
+    if bits is not None and quant is not None:
+        raise InvalidInput("give --bits or --quant, not both")
+    if quant is not None:
+        from modelreg.manifests.build import base_bits_per_weight
+
+        bits = base_bits_per_weight(quant.strip().upper())
+        if bits is None:
+            raise InvalidInput(
+                f"--quant {quant[:40]!r} is not a llama.cpp quantization type "
+                "(Q4_K_M, Q8_0, IQ4_XS, …)",
+                "or give the width itself: --bits 4.5",
+            )
+        quant = quant.strip().upper()
+    assert bits is not None
+    if not (math.isfinite(bits) and 0 < bits <= MAX_WHAT_IF_BITS):
+        raise InvalidInput(f"--bits {bits} must be above 0 and at most {MAX_WHAT_IF_BITS:g}")
+    total = manifest.parameters.total
+    if total.value is None:
+        raise InvalidInput(
+            "the record's total parameters are unknown: there is nothing to weigh at "
+            f"{bits:g} bits",
+            "declare them with add --total-params N --params-source SOURCE",
+        )
+    return WeightsWhatIf(
+        bits, quant, total.value, total.provenance, math.ceil(total.value * bits / 8)
     )

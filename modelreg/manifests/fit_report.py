@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from modelreg.errors import InvalidInput
-from modelreg.schemas.output import FitLine, FitOutput, Sizes
+from modelreg.schemas.output import FitLine, FitOutput, FitWhatIf, Sizes
 
 if TYPE_CHECKING:
     from modelreg.schemas.manifest import Manifest
@@ -67,18 +67,32 @@ def fit_report(
     kv_dtype: str | None = None,
     overhead: float = 0.10,
     headroom: float = 0.10,
+    bits: float | None = None,
+    quant: str | None = None,
 ) -> FitOutput:
     """Will ``manifest`` fit ``target``? (Neuron bundles fit inf2 targets, everything else
     cpu targets.) ``context`` / ``concurrency`` / ``kv_dtype`` are what-ifs; left out, the
-    target's serving configuration decides them (else min(4096, trained context), 1, f16)."""
+    target's serving configuration decides them (else min(4096, trained context), 1, f16).
+    ``bits`` / ``quant``: weights at that width from the parameter ledger instead of the
+    tensors' bytes (a what-if, said so in the output; KV cache and overhead as always)."""
     if (target.kind == "neuron") != (manifest.format == "neuron"):
         raise InvalidInput(
             f"{name} is a {manifest.format} artifact; {target.name} is a {target.kind} target",
             "Neuron bundles fit inf2 targets, everything else cpu targets",
         )
+    what_if = None
+    if bits is not None or quant is not None:
+        if target.kind == "neuron":
+            raise InvalidInput(
+                "--bits / --quant weigh a cpu target's weights; a Neuron bundle's residency is "
+                "per module (its recorded dtypes)"
+            )
+        from modelreg.manifests.fit import what_if_weights
+
+        what_if = what_if_weights(manifest, bits, quant)
     if target.kind == "neuron":
         return _neuron(name, manifest, target, headroom, context=context, sequences=concurrency)
-    from modelreg.manifests.fit import memory_fit
+    from modelreg.manifests.fit import memory_fit, weights_bytes
 
     serving = target.serving
     started_with = _started_with(target, context, concurrency)
@@ -98,6 +112,7 @@ def fit_report(
         overhead_fraction=overhead,
         headroom_fraction=headroom,
         latent_mla_runtime=target.runs_ik_llama,
+        weights_what_if=what_if.bytes if what_if is not None else None,
     )
     if started_with:
         result = dataclasses.replace(result, fits=False, reasons=[*result.reasons, *started_with])
@@ -123,6 +138,7 @@ def fit_report(
         "headroom": result.headroom_fraction,
         "capacity": sizes(result.capacity_bytes).model_dump(),
     }
+    weights_note = what_if.describe() if what_if is not None else "sum of tensor bytes"
     return FitOutput(
         record=name,
         target=target.name,
@@ -130,8 +146,20 @@ def fit_report(
         verdict=_VERDICT[result.fits],
         fits=result.fits,
         reasons=list(result.reasons),
+        what_if=(
+            FitWhatIf(
+                bits=what_if.bits,
+                quant=what_if.quant,
+                parameters=what_if.parameters,
+                parameters_provenance=what_if.parameters_provenance,
+                weights=sizes(what_if.bytes),
+                recorded_weights=sizes(weights_bytes(manifest)),
+            )
+            if what_if is not None
+            else None
+        ),
         lines=[
-            _line("weights", "weights", result.weights_bytes, "sum of tensor bytes"),
+            _line("weights", "weights", result.weights_bytes, weights_note),
             _line("kv_cache", "kv cache", kv.bytes, kv_note),
             _line("overhead", "overhead", result.overhead_bytes, result.overhead_rule),
             _line("total", "total", result.total_bytes),

@@ -13,11 +13,13 @@ guess.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from modelreg.errors import InvalidArtifact, InvalidInput
+from modelreg.limits import MAX_EXPERTS, MAX_LAYERS, MAX_WIDTH
 from modelreg.schemas.manifest import (
     ArchitectureFacts,
     Count,
@@ -60,27 +62,51 @@ def read_json_object(path: Path, max_bytes: int = MAX_JSON_BYTES) -> dict[str, A
     return data
 
 
+# The config fields that count layers or experts, and their limits (modelreg/limits.py); every
+# other integer a config gives is a width, a head count or a vocabulary (MAX_WIDTH).
+_CONFIG_LIMITS = {
+    "num_hidden_layers": (MAX_LAYERS, "layers"),
+    "num_kv_shared_layers": (MAX_LAYERS, "layers"),
+    "decoder_sparse_step": (MAX_LAYERS, "layers"),
+    "num_experts": (MAX_EXPERTS, "experts"),
+    "num_local_experts": (MAX_EXPERTS, "experts"),
+    "n_routed_experts": (MAX_EXPERTS, "experts"),
+    "num_experts_per_tok": (MAX_EXPERTS, "experts"),
+    "moe_top_k": (MAX_EXPERTS, "experts"),
+    "top_k_experts": (MAX_EXPERTS, "experts"),
+}
+
+
+def _within_limit(name: str, value: int) -> int:
+    limit, what = _CONFIG_LIMITS.get(name, (MAX_WIDTH, "(a width, head count or vocabulary)"))
+    if value > limit:
+        raise InvalidInput(
+            f"config field {name!r} is {value:,}: beyond the limit of {limit:,} {what}"
+        )
+    return value
+
+
 def first_int(cfg: dict[str, Any], *names: str) -> int | None:
     """The first of ``names`` whose value is an int (not a bool). A value of the wrong scalar
-    type (text, a fraction, a truth value) is bad input, not an unknown: one line naming the
-    field and the value. (Lists and objects are left to the callers that read per-layer
-    values.)"""
+    type (text, a fraction, a truth value) or beyond its limit (``_CONFIG_LIMITS``) is bad
+    input, not an unknown: one line naming the field and the value. (Lists and objects are
+    left to the callers that read per-layer values.)"""
     for name in names:
         value = cfg.get(name)
         if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            return _within_limit(name, value)
         if isinstance(value, bool | str) or (isinstance(value, float) and not value.is_integer()):
             shown = repr(value)[:60]
             raise InvalidInput(f"config field {name!r} must be an integer, not {shown}")
         if isinstance(value, float):
-            return int(value)
+            return _within_limit(name, int(value))
     return None
 
 
-def _int_per_layer(value: Any, layers: int) -> list[int] | None:
-    """An int for every layer from an int or a per-layer list (None when neither)."""
+def _int_per_layer(value: Any, layers: int) -> int | list[int] | None:
+    """One int for every layer, or a per-layer list of ``layers`` ints (None when neither)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return [value] * layers
+        return value
     if (
         isinstance(value, list)
         and len(value) == layers
@@ -341,24 +367,40 @@ def _generic_parameters(cfg: dict[str, Any], tie: bool) -> ConfigParameters | No
     dense_layers = set(cfg.get("mlp_only_layers") or [])
 
     groups = dict.fromkeys(("attention", "norms", "ffn", "experts", "shared_experts", "router"), 0)
+    # Counted, not visited: every layer the same but for MoE or dense MLP (a sparse step, the
+    # mlp_only_layers listed) — one step per listed layer, none per layer of the model.
+    sparse = 0
+    if experts:
+        step = abs(sparse_step)  # (layer + 1) % step == 0 whatever the sign
+        listed = {layer for layer in dense_layers if _is_layer_index(layer, L)}
+        sparse = L // step - sum(1 for layer in listed if (int(layer) + 1) % step == 0)
+    groups["attention"] = L * attention
+    groups["norms"] = L * layer_norms
+    groups["ffn"] = (L - sparse) * 3 * H * dense_ff
     routed_active = 0
-    for layer in range(L):
-        groups["attention"] += attention
-        groups["norms"] += layer_norms
-        sparse = experts and layer not in dense_layers and (layer + 1) % sparse_step == 0
-        if sparse:
-            routed = experts * 3 * H * expert_ff
-            groups["experts"] += routed
-            routed_active += routed * used // experts
-            groups["shared_experts"] += 3 * H * shared_ff + (H if shared_ff else 0)  # + gate
-            groups["router"] += H * experts
-        else:
-            groups["ffn"] += 3 * H * dense_ff
+    if sparse:
+        routed = experts * 3 * H * expert_ff
+        groups["experts"] = sparse * routed
+        routed_active = sparse * (routed * used // experts)
+        groups["shared_experts"] = sparse * (3 * H * shared_ff + (H if shared_ff else 0))  # + gate
+        groups["router"] = sparse * H * experts
     groups["norms"] += H  # final norm
     groups["embeddings"] = vocab * H
     groups["output"] = 0 if tie else vocab * H
     total = sum(groups.values())
     return ConfigParameters(groups, total - groups["experts"] + routed_active)
+
+
+def _is_layer_index(value: Any, layers: int) -> bool:
+    """Does ``value`` (an entry of mlp_only_layers) name one of ``layers`` layers? (As a set
+    member would: 3, 3.0 and True name layers 3, 3 and 1.)"""
+    if (
+        not isinstance(value, int | float)
+        or value != value
+        or value in (float("inf"), -float("inf"))
+    ):
+        return False
+    return int(value) == value and 0 <= value < layers
 
 
 def _gemma4_parameters(cfg: dict[str, Any], tie: bool) -> ConfigParameters | None:
@@ -389,28 +431,29 @@ def _gemma4_parameters(cfg: dict[str, Any], tie: bool) -> ConfigParameters | Non
 
     groups = dict.fromkeys(("attention", "norms", "ffn", "experts", "router", "other"), 0)
     routed_active = 0
-    for a in shapes:
+    # One step per distinct layer shape (sliding / global, KV-shared), times its layers.
+    for a, n in Counter(shapes).items():
         q = heads * a.head_dim
         kv = a.kv_heads * a.head_dim
         attention = H * q + q * H + (q + H if bias else 0)  # q_proj, o_proj
-        groups["norms"] += a.head_dim  # q_norm (v_norm has no scale)
+        groups["norms"] += n * a.head_dim  # q_norm (v_norm has no scale)
         if not a.kv_shared:
             attention += (H * kv + (kv if bias else 0)) * (1 if a.k_eq_v else 2)  # k (+ v)
-            groups["norms"] += a.head_dim  # k_norm
-        groups["attention"] += attention
+            groups["norms"] += n * a.head_dim  # k_norm
+        groups["attention"] += n * attention
         ff = dense_ff * (2 if double_wide and a.kv_shared else 1)
-        groups["ffn"] += 3 * H * ff
-        groups["norms"] += 4 * H  # input, post-attention, pre- and post-feedforward
-        groups["other"] += 1  # layer_scalar: a persistent buffer, saved with the weights
+        groups["ffn"] += n * 3 * H * ff
+        groups["norms"] += n * 4 * H  # input, post-attention, pre- and post-feedforward
+        groups["other"] += n  # layer_scalar: a persistent buffer, saved with the weights
         if per_layer_input:
-            groups["other"] += 2 * H * per_layer_input  # per_layer_input_gate, _projection
-            groups["norms"] += H  # post_per_layer_input_norm
+            groups["other"] += n * 2 * H * per_layer_input  # per_layer_input_gate, _projection
+            groups["norms"] += n * H  # post_per_layer_input_norm
         if moe:
             routed = experts * 3 * H * expert_ff  # gate_up_proj + down_proj
-            groups["experts"] += routed
-            routed_active += routed * top_k // experts
-            groups["router"] += H * experts + H + experts  # proj, scale, per_expert_scale
-            groups["norms"] += 3 * H  # post_feedforward_layernorm_1/_2, pre_feedforward_2
+            groups["experts"] += n * routed
+            routed_active += n * (routed * top_k // experts)
+            groups["router"] += n * (H * experts + H + experts)  # proj, scale, per_expert_scale
+            groups["norms"] += n * 3 * H  # post_feedforward_layernorm_1/_2, pre_feedforward_2
     groups["norms"] += H  # final norm
     groups["embeddings"] = vocab * H
     if per_layer_input:
@@ -449,19 +492,19 @@ def _gemma3n_parameters(cfg: dict[str, Any], tie: bool) -> ConfigParameters | No
     bias = cfg.get("attention_bias") is True
     q, kv = heads * d, kv_heads * d
     groups = dict.fromkeys(("attention", "norms", "ffn", "other"), 0)
-    for layer in range(L):
-        groups["attention"] += 2 * H * q + (q + H if bias else 0)  # q_proj, o_proj
-        groups["norms"] += d  # q_norm (v_norm has no scale)
-        if layer < L - shared:
-            groups["attention"] += 2 * H * kv + (2 * kv if bias else 0)  # k_proj, v_proj
-            groups["norms"] += d  # k_norm
-        groups["ffn"] += 3 * H * ffn[layer]
-        # input, post-attention, pre/post-feedforward, post_laurel, post_per_layer_input and
-        # the AltUp router norm
-        groups["norms"] += 7 * H
-        groups["other"] += H + altup * altup + altup * altup**2 + H * altup  # AltUp
-        groups["other"] += 2 * H * laurel  # LAuReL linear_left, linear_right
-        groups["other"] += 2 * H * per_layer_input  # per_layer_input_gate, _projection
+    # Counted, not visited: the layers differ only in their K/V projections (the last
+    # ``shared`` have none) and their MLP width.
+    holding = max(0, min(L, L - shared))
+    groups["attention"] = L * (2 * H * q + (q + H if bias else 0))  # q_proj, o_proj
+    groups["attention"] += holding * (2 * H * kv + (2 * kv if bias else 0))  # k_proj, v_proj
+    groups["norms"] = L * d + holding * d  # q_norm (v_norm has no scale); k_norm
+    groups["ffn"] = 3 * H * (L * ffn if isinstance(ffn, int) else sum(ffn))
+    # input, post-attention, pre/post-feedforward, post_laurel, post_per_layer_input and the
+    # AltUp router norm
+    groups["norms"] += L * 7 * H
+    groups["other"] = L * (H + altup * altup + altup * altup**2 + H * altup)  # AltUp
+    groups["other"] += L * 2 * H * laurel  # LAuReL linear_left, linear_right
+    groups["other"] += L * 2 * H * per_layer_input  # per_layer_input_gate, _projection
     groups["norms"] += H + per_layer_input  # final norm, per_layer_projection_norm
     groups["embeddings"] = vocab * H + per_layer_vocab * L * per_layer_input
     groups["other"] += H * L * per_layer_input  # per_layer_model_projection

@@ -230,7 +230,8 @@ def kv_cache_per_rank(
     head sizes, sliding-window layers capped at the window, KV-shared layers holding none).
     Then its notes — or None and why, when a fact it needs is not recorded."""
     # At call time: fit.py imports this module.
-    from modelreg.manifests.fit import _layer_value, kv_cache_bytes
+    from modelreg.manifests.fit import kv_cache_bytes
+    from modelreg.manifests.layers import layer_groups
 
     missing = [
         name
@@ -248,27 +249,29 @@ def kv_cache_per_rank(
     tp = shape.tp_degree
     per_rank_arch = arch
     split: Counter[tuple[int, int]] = Counter()
-    if arch.block_count and arch.head_count_kv is not None:
-        holding = arch.block_count - min(arch.kv_shared_layers or 0, arch.block_count)
-        per_rank: list[int] = []
-        for layer in range(arch.block_count):
-            kv_heads = _layer_value(arch.head_count_kv, layer)
-            if kv_heads is None:
-                break  # kv_cache_bytes names the layer whose heads are unknown
-            held = kv_heads_per_rank(kv_heads, _layer_value(arch.head_count, layer), tp)
-            if held is None:
-                return None, [
-                    f"KV cache per rank unknown: layer {layer}'s {kv_heads} KV heads neither "
-                    f"divide nor are divided by TP {tp}, and its query heads are unknown"
-                ]
-            per_rank.append(held)
-            if layer < holding:
-                split[(held, kv_heads)] += 1
-        per_rank_arch = arch.model_copy(update={"head_count_kv": per_rank})
+    # One step per kind of layer, in the order kinds first occur (manifests/layers.py).
+    for group in layer_groups(arch) if arch.head_count_kv is not None else []:
+        kv_heads = group.kind.head_count_kv
+        if kv_heads is None:
+            break  # kv_cache_bytes names the layer whose heads are unknown
+        held = kv_heads_per_rank(kv_heads, group.kind.head_count, tp)
+        if held is None:
+            return None, [
+                f"KV cache per rank unknown: layer {group.first}'s {kv_heads} KV heads neither "
+                f"divide nor are divided by TP {tp}, and its query heads are unknown"
+            ]
+        if not group.kind.kv_shared:
+            split[(held, kv_heads)] += group.count
     if arch.sliding_window and arch.sliding_window >= shape.seq_len:
         # A window as long as the compiled sequence caps nothing: every layer holds seq_len.
         per_rank_arch = per_rank_arch.model_copy(update={"sliding_window": None})
-    kv = kv_cache_bytes(per_rank_arch, shape.seq_len, shape.batch_size, shape.kv_dtype)
+    kv = kv_cache_bytes(
+        per_rank_arch,
+        shape.seq_len,
+        shape.batch_size,
+        shape.kv_dtype,
+        kv_heads_held=lambda kv_heads, heads: kv_heads_per_rank(kv_heads, heads, tp),
+    )
     if kv.bytes is None:
         return None, [f"KV cache per rank unknown: missing {', '.join(kv.unknown)}"]
     heads = ", ".join(

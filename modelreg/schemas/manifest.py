@@ -27,7 +27,24 @@ from pydantic import (
 
 from modelreg.errors import InvalidInput, MovingReference
 from modelreg.jsonio import read_json_file
-from modelreg.limits import MODEL_ID_MAX, MODEL_ID_PART_MAX
+from modelreg.limits import (
+    MAX_ARTIFACT_BYTES,
+    MAX_BATCH,
+    MAX_BITS_PER_WEIGHT,
+    MAX_BUCKETS,
+    MAX_CONTEXT_TOKENS,
+    MAX_EXPERTS,
+    MAX_HOST_SECONDS,
+    MAX_LAYERS,
+    MAX_MANIFEST_FILES,
+    MAX_PARAMETERS,
+    MAX_TENSORS,
+    MAX_TP_DEGREE,
+    MAX_WIDTH,
+    MODEL_ID_MAX,
+    MODEL_ID_PART_MAX,
+    bounded,
+)
 from modelreg.textsafe import confusable_warning, for_terminal
 
 SCHEMA_VERSION = 1
@@ -46,6 +63,13 @@ _PYPI_PIN_RE = re.compile(
 _PROVENANCE_RE = re.compile(r"^(tensors|config|unknown|declared:\S.*)$")
 
 Provenance = Annotated[str, Field(pattern=_PROVENANCE_RE.pattern)]
+# The sizes a manifest names, each with its limit (modelreg/limits.py, docs/limits.md).
+Parameters = Annotated[int, bounded(MAX_PARAMETERS, "parameters")]
+ByteCount = Annotated[int, bounded(MAX_ARTIFACT_BYTES, "bytes")]
+TensorCount = Annotated[int, bounded(MAX_TENSORS, "tensors")]
+Layers = Annotated[int, bounded(MAX_LAYERS, "layers")]
+Width = Annotated[int, bounded(MAX_WIDTH, "(a width or head count)")]
+Tokens = Annotated[int, bounded(MAX_CONTEXT_TOKENS, "tokens")]
 Sha256 = Annotated[str, Field(pattern=SHA256_RE.pattern)]
 # GGUF metadata digests kept per key (``GGUFFacts.metadata_sha256``): bounded wherever a
 # manifest comes from — built here, POSTed, imported or read from a file.
@@ -142,7 +166,7 @@ class Count(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    value: int | None = Field(default=None, ge=0)
+    value: Parameters | None = Field(default=None, ge=0)
     provenance: Provenance = "unknown"
 
     @model_validator(mode="after")
@@ -186,7 +210,7 @@ class ParameterGroups(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    counts: dict[str, int]
+    counts: dict[str, Parameters]
     provenance: Provenance
 
     @field_validator("counts")
@@ -236,7 +260,7 @@ class FileEntry(BaseModel):
 
     path: str
     # None only in hand-written reference manifests of builds we do not hold: unknown.
-    bytes: int | None = Field(default=None, ge=0)
+    bytes: ByteCount | None = Field(default=None, ge=0)
     sha256: Sha256 | None = None
     role: FileRole = "weights"
 
@@ -254,10 +278,10 @@ class TensorStats(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tensors: int = 0
-    params: int = 0
-    bytes: int | None = 0
-    bits_per_weight: float | None = None
+    tensors: TensorCount = 0
+    params: Parameters = 0
+    bytes: ByteCount | None = 0
+    bits_per_weight: Annotated[float | None, bounded(MAX_BITS_PER_WEIGHT, "bits")] = None
 
 
 # Tensor types that are not quantized (GGUF names; safetensors dtypes use the same spellings).
@@ -279,7 +303,7 @@ class QuantRecipe(BaseModel):
     tool_revision: str | None = None
     # llama.cpp file type (Q4_K_M, Q8_0, IQ4_XS…) for GGUF; the method otherwise (GPTQ, fp8…).
     scheme: str | None = None
-    group_size: int | None = Field(default=None, gt=0)
+    group_size: Width | None = Field(default=None, gt=0)
     importance_matrix_sha256: Sha256 | None = None
     # The importance matrix's file name, and the calibration text it was computed on, as the
     # quantizer was given them (a GGUF records both: quantize.imatrix.file / .dataset).
@@ -320,8 +344,8 @@ class ImportanceMatrix(BaseModel):
 
     file: str | None = None
     dataset: str | None = None
-    entries_count: int | None = Field(default=None, ge=0)
-    chunks_count: int | None = Field(default=None, ge=0)
+    entries_count: TensorCount | None = Field(default=None, ge=0)
+    chunks_count: TensorCount | None = Field(default=None, ge=0)
     source: str = "gguf:quantize.imatrix.*"
 
 
@@ -333,7 +357,7 @@ class Quantization(BaseModel):
     nominal_file_type: str | None = None
     tensor_types: dict[str, TensorStats] = Field(default_factory=dict)
     groups: dict[str, TensorStats] = Field(default_factory=dict)
-    bits_per_weight: float | None = None
+    bits_per_weight: Annotated[float | None, bounded(MAX_BITS_PER_WEIGHT, "bits")] = None
     higher_precision_tensors: list[str] = Field(default_factory=list)
     recipe: QuantRecipe | None = None
     # For each of the recipe's excluded_tensors, the types of the tensors it names in the
@@ -342,7 +366,9 @@ class Quantization(BaseModel):
     importance_matrix: ImportanceMatrix | None = None
 
 
-IntOrPerLayer = int | list[int] | None
+# One value for every layer, or one per layer (at most MAX_LAYERS of them).
+IntOrPerLayer = Annotated[int | list[int] | None, bounded(MAX_WIDTH, "(a width or head count)")]
+ExpertsOrPerLayer = Annotated[int | list[int] | None, bounded(MAX_EXPERTS, "experts")]
 
 
 class ArchitectureFacts(BaseModel):
@@ -353,32 +379,32 @@ class ArchitectureFacts(BaseModel):
     architecture: str | None = None
     name: str | None = None
     size_label: str | None = None
-    context_length: int | None = None
-    block_count: int | None = None
-    embedding_length: int | None = None
+    context_length: Tokens | None = None
+    block_count: Layers | None = None
+    embedding_length: Width | None = None
     feed_forward_length: IntOrPerLayer = None
     head_count: IntOrPerLayer = None
     head_count_kv: IntOrPerLayer = None
     key_length: IntOrPerLayer = None
     value_length: IntOrPerLayer = None
-    sliding_window: int | None = None
-    sliding_window_pattern: list[bool] | None = None
+    sliding_window: Tokens | None = None
+    sliding_window_pattern: list[bool] | None = Field(default=None, max_length=MAX_LAYERS)
     # The last N layers reuse the KV cache of an earlier layer (Gemma 3n, Gemma 4
     # num_kv_shared_layers): they hold no cache of their own.
-    kv_shared_layers: int | None = Field(default=None, ge=0)
+    kv_shared_layers: Layers | None = Field(default=None, ge=0)
     # Multi-head latent attention (DeepSeek-V2/V3, GLM-5…): the width of the compressed KV
     # latent, and the rotary part of each key head (qk_rope_head_dim; recorded only beside
     # kv_lora_rank).
-    kv_lora_rank: int | None = Field(default=None, ge=1)
-    rope_dimension_count: int | None = Field(default=None, ge=0)
+    kv_lora_rank: Width | None = Field(default=None, ge=1)
+    rope_dimension_count: Width | None = Field(default=None, ge=0)
     # The per-head K/V sizes after decompression. A GGUF carries them only when it stores
     # attention as the latent (llama.cpp's converter since its MLA support: key_length is then
     # kv_lora_rank + rope dims with one KV head); their absence means K/V per head.
-    key_length_mla: int | None = Field(default=None, ge=1)
-    value_length_mla: int | None = Field(default=None, ge=1)
-    expert_count: int | None = None
-    expert_used_count: IntOrPerLayer = None
-    vocab_size: int | None = None
+    key_length_mla: Width | None = Field(default=None, ge=1)
+    value_length_mla: Width | None = Field(default=None, ge=1)
+    expert_count: Annotated[int | None, bounded(MAX_EXPERTS, "experts")] = None
+    expert_used_count: ExpertsOrPerLayer = None
+    vocab_size: Width | None = None
     tied_embeddings: bool | None = None
     chat_template_sha256: Sha256 | None = None
     source: str | None = None  # where these facts were read: "gguf metadata", a config URL…
@@ -413,13 +439,13 @@ class LabelCheck(BaseModel):
 class GGUFFacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    version: int
-    alignment: int
-    tensor_count: int
-    kv_count: int
-    split_count: int = 1
-    file_type_id: int | None = None
-    quantization_version: int | None = None
+    version: Width
+    alignment: Width
+    tensor_count: TensorCount
+    kv_count: TensorCount
+    split_count: TensorCount = 1
+    file_type_id: Width | None = None
+    quantization_version: Width | None = None
     # sha256 of the tensor data region (of a split set: of the shards' region digests, in
     # order). Equal tensor data with different files means a metadata-only edit.
     tensor_data_sha256: Sha256 | None = None
@@ -444,7 +470,7 @@ class NeuronModule(BaseModel):
     placement: Literal["sharded", "replicated"]
     # Bytes of one full copy: split over tp_degree ranks when sharded, on every rank when
     # replicated. None: computed from the groups' parameters at ``dtype``.
-    bytes: int | None = Field(default=None, ge=0)
+    bytes: ByteCount | None = Field(default=None, ge=0)
     source: str = "unknown"
     # The parameter groups (ParameterGroups names) this module holds. Empty: the module's name
     # when it is a group name, else nothing — a fit then reports the groups nobody holds.
@@ -475,11 +501,13 @@ class HostRun(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    peak_rss_bytes: int | None = Field(default=None, ge=0)
+    peak_rss_bytes: ByteCount | None = Field(default=None, ge=0)
     # Swap the measured run had (a compile that only finished with swap needs it again).
-    swap_bytes: int | None = Field(default=None, ge=0)
+    swap_bytes: ByteCount | None = Field(default=None, ge=0)
     # Wall time: compile duration, or deploy start to ready (what a verify timeout must cover).
-    seconds: float | None = Field(default=None, ge=0)
+    seconds: Annotated[float | None, bounded(MAX_HOST_SECONDS, "seconds")] = Field(
+        default=None, ge=0
+    )
     instance: str | None = None  # where it ran, e.g. "inf2.8xlarge"
     source: str = "unknown"
 
@@ -490,8 +518,8 @@ class HostEmbedding(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     file: str
-    bytes: int | None = Field(default=None, ge=0)
-    hidden_size: int | None = Field(default=None, gt=0)
+    bytes: ByteCount | None = Field(default=None, ge=0)
+    hidden_size: Width | None = Field(default=None, gt=0)
     # The factor the host multiplies looked-up rows by. Gemma's embedding class multiplies
     # by sqrt(hidden_size) inside the model; a host lookup must do the same. None: undeclared.
     scale: float | None = Field(default=None, gt=0)
@@ -505,10 +533,10 @@ class NeuronFacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     layout: Literal["nxdi", "optimum-neuron", "slim-host-embedding", "published"]
-    tp_degree: int | None = Field(default=None, gt=0)
-    batch_size: int | None = Field(default=None, gt=0)
-    seq_len: int | None = Field(default=None, gt=0)
-    context_buckets: list[int] = Field(default_factory=list)
+    tp_degree: Annotated[int | None, bounded(MAX_TP_DEGREE, "ranks")] = Field(default=None, gt=0)
+    batch_size: Annotated[int | None, bounded(MAX_BATCH, "sequences")] = Field(default=None, gt=0)
+    seq_len: Tokens | None = Field(default=None, gt=0)
+    context_buckets: list[Tokens] = Field(default_factory=list, max_length=MAX_BUCKETS)
     torch_dtype: str | None = None
     quantized: bool | None = None
     quantization_type: str | None = None
@@ -519,7 +547,7 @@ class NeuronFacts(BaseModel):
     sdk_version: str | None = None
     optimum_neuron_version: str | None = None
     compiled_on: str | None = None
-    neff_bytes: int | None = Field(default=None, ge=0)
+    neff_bytes: ByteCount | None = Field(default=None, ge=0)
     host_embedding: HostEmbedding | None = None
     pt_archives: dict[str, list[str]] = Field(default_factory=dict)  # .pt file -> neff entries
     compile_host: HostRun | None = None
@@ -571,7 +599,7 @@ class Manifest(BaseModel):
     source: str | None = None
     license: License = Field(default_factory=License)
     format: Literal["gguf", "safetensors", "neuron"]
-    files: list[FileEntry] = Field(min_length=1)
+    files: list[FileEntry] = Field(min_length=1, max_length=MAX_MANIFEST_FILES)
     parameters: ParameterLedger = Field(default_factory=ParameterLedger)
     quantization: Quantization | None = None
     architecture: ArchitectureFacts = Field(default_factory=ArchitectureFacts)

@@ -566,6 +566,17 @@ class FitLine(_Out):
     note: str = ""
 
 
+class FitWhatIf(_Out):
+    """``fit --bits`` / ``--quant``: the weights line is this, not the artifact's tensors."""
+
+    bits: float = Field(description="Bits per weight asked (for --quant: its type's width).")
+    quant: str | None = Field(description="The llama.cpp type asked with --quant.")
+    parameters: int = Field(description="The ledger's total parameters weighed.")
+    parameters_provenance: str
+    weights: Sizes = Field(description="parameters × bits ÷ 8.")
+    recorded_weights: Sizes = Field(description="The artifact's own tensor bytes (if known).")
+
+
 class FitOutput(Output):
     record: str
     target: str
@@ -575,6 +586,11 @@ class FitOutput(Output):
     reasons: list[str]
     lines: list[FitLine]
     detail: dict[str, Any]
+    what_if: FitWhatIf | None = Field(
+        default=None,
+        description="Weights at another width from the parameter ledger (--bits / --quant): "
+        "a what-if, not the artifact.",
+    )
 
 
 class ExportOutput(Output):

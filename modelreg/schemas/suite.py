@@ -40,9 +40,20 @@ from pydantic import (
     model_validator,
 )
 
+from modelreg.limits import (
+    MAX_CASE_TOKENS,
+    MAX_DECODE_TOKENS_PER_S,
+    MAX_EXPECT_CHARS,
+    MAX_KL,
+    MAX_LIST_ITEMS,
+    MAX_PROMPT_CHARS,
+    MAX_SUBSETS,
+    MAX_SUITE_CASES,
+    MAX_TTFT_MS,
+)
+
 SLUG = r"^[a-z0-9][a-z0-9._-]{0,63}$"
-MAX_CASE_TOKENS = 2048
-MAX_PROMPT_CHARS = 16_000
+_Expected = Annotated[str, Field(max_length=MAX_EXPECT_CHARS)]
 
 
 class Classification(StrEnum):
@@ -82,9 +93,9 @@ class Expectation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     mode: ExpectMode = ExpectMode.CONTAINS
-    value: str | None = Field(default=None, min_length=1, max_length=2000)
-    values: list[str] = Field(default_factory=list, max_length=100)
-    reject: list[str] = Field(default_factory=list, max_length=100)
+    value: str | None = Field(default=None, min_length=1, max_length=MAX_EXPECT_CHARS)
+    values: list[_Expected] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    reject: list[_Expected] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
     json_schema: dict[str, Any] | None = None
     case_sensitive: bool = False
 
@@ -208,8 +219,8 @@ class Case(BaseModel):
 
 # The resource gates, one definition for a suite's thresholds and a target's ``gates:``.
 PeakRssGiB = Annotated[float | None, Field(gt=0, le=4096)]
-DecodeTokensPerS = Annotated[float | None, Field(gt=0)]
-TtftMs = Annotated[float | None, Field(gt=0)]
+DecodeTokensPerS = Annotated[float | None, Field(gt=0, le=MAX_DECODE_TOKENS_PER_S)]
+TtftMs = Annotated[float | None, Field(gt=0, le=MAX_TTFT_MS)]
 
 
 class ResourceGates(BaseModel):
@@ -237,7 +248,7 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     min_pass_rate: float = Field(ge=0, le=1)
-    subsets: dict[str, float] = Field(default_factory=dict)
+    subsets: dict[str, float] = Field(default_factory=dict, max_length=MAX_SUBSETS)
     max_peak_rss_gib: PeakRssGiB = None
     min_decode_tokens_per_s: DecodeTokensPerS = None
     min_prompt_tokens_per_s: DecodeTokensPerS = None
@@ -249,9 +260,11 @@ class Thresholds(BaseModel):
     # drop of the pass rate (0.01: one point), overall and per subset.
     max_pass_rate_drop_vs: Literal["production"] | None = None
     max_pass_rate_drop: float | None = Field(default=None, ge=0, le=1)
-    max_subset_pass_rate_drop: dict[str, float] = Field(default_factory=dict)
+    max_subset_pass_rate_drop: dict[str, float] = Field(
+        default_factory=dict, max_length=MAX_SUBSETS
+    )
     min_top1_agreement: float | None = Field(default=None, ge=0, le=1)
-    max_mean_kl: float | None = Field(default=None, ge=0)
+    max_mean_kl: float | None = Field(default=None, ge=0, le=MAX_KL)
 
     @field_validator("subsets", "max_subset_pass_rate_drop")
     @classmethod
@@ -283,7 +296,7 @@ class Suite(BaseModel):
     name: str = Field(pattern=SLUG)
     description: str = Field(default="", max_length=8000)
     thresholds: Thresholds
-    cases: list[Case] = Field(min_length=1, max_length=2000)
+    cases: list[Case] = Field(min_length=1, max_length=MAX_SUITE_CASES)
 
     @model_validator(mode="after")
     def _consistent(self) -> Suite:

@@ -10,7 +10,8 @@ too. Besides the Hub's own fields (``license``, ``base_model``, ``base_model_rel
 first heading, with the same rules as the record's size-label check. The body's claims —
 quant names, bits per weight, N-bit, context and sequence length, parameter counts, license,
 base model, a Neuron build's TP degree and batch size — are read by
-``manifests.card_claims`` and each finding quotes the line it came from.
+``manifests.card_claims`` (in English and Korean) and each finding quotes the line it came
+from; a body in another language is said to be unchecked, never "no findings".
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Literal
 from modelreg.errors import InvalidInput
 from modelreg.manifests.card import is_quantized
 from modelreg.manifests.card_claims import Claim, read_claims
+from modelreg.manifests.card_language import card_language
 from modelreg.manifests.hf import read_card_parts
 from modelreg.manifests.size_label import check_size_label, parse_size_label
 from modelreg.schemas.licenses import KNOWN_LICENSES, license_id_problem
@@ -52,6 +54,7 @@ class CardReport:
     missing: list[str] = field(default_factory=list)  # required facts the card does not state
     claims: list[Claim] = field(default_factory=list)  # what the card claims
     checked: bool = False  # against a record
+    language: str | None = None  # of the body's prose (card_language), e.g. "en", "ko"
 
     def add(
         self,
@@ -190,6 +193,18 @@ def validate_card(path: Path, manifest: Manifest | None = None) -> CardReport:
 
     _check_claims(meta, body, manifest, report)
     report.claims = _front_matter_claims(meta) + read_claims(body, first_line)
+    language = card_language(body)
+    report.language = language.code
+    if not language.readable:
+        # No claims read is not "no findings": the body says things nobody checked.
+        report.add(
+            "warning",
+            "card language",
+            f"claims not checked: language {language.name} ({language.code}: "
+            f"{language.evidence}) — modelreg reads a card's claims in English and Korean; "
+            "only its front matter was checked",
+            found=language.code,
+        )
     if manifest is not None:
         _check_body_claims(report.claims, manifest, report)
     return report

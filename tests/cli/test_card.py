@@ -172,3 +172,54 @@ def test_a_q4_k_m_card_on_a_q4_1_record_is_refused_quoting_its_lines(
     assert "card says Q4_K_M, the record is Q4_1 (line 7: # SmolLM2-135M-Instruct Q4_K_M" in out
     assert "32,768 tokens" in out and "(line 9: Context length: 32768)" in out
     assert "4.5 bits per weight, the record has 5.74 (line 11:" in out
+
+
+_LABELLED = {
+    "en": "Quantization: Q4_K_M (4.5 bits per weight)\nContext length: 32K\nParameters: 360M\n"
+    "License: MIT\n",
+    "ko": "양자화: Q4_K_M (가중치당 4.5비트)\n컨텍스트 길이: 32K\n파라미터 수: 360M\n"
+    "라이선스: MIT\n",
+}
+
+
+def test_a_korean_card_gives_the_english_cards_findings(cli, smollm2: Path, tmp_path: Path) -> None:
+    """Issue 42's card: valid front matter and four Korean label lines — four errors against
+    the SmolLM2 record, as with English labels (it was 'no findings — 0 claim(s) checked')."""
+    record = _record(cli, smollm2, *SMOL_BASE)
+    front = f"license: apache-2.0\nbase_model: {SMOL_ID}\nbase_model_relation: quantized\n"
+    found = {}
+    for language, lines in _LABELLED.items():
+        folder = tmp_path / language
+        folder.mkdir()
+        card = _card(folder, front, "# SmolLM2-135M-Instruct GGUF\n\n" + lines)
+        code, out, _ = cli("card", "validate", card, "--record", record, "--json")
+        report = json.loads(out)
+        assert code == 1 and not report["clean"]
+        found[language] = [
+            (f["severity"], f["field"], f["line"], f["expected"], f["found"])
+            for f in report["findings"]
+        ]
+    assert found["ko"] == found["en"]
+    assert [(severity, field) for severity, field, *_ in found["ko"]] == [
+        ("error", "quantization"),
+        ("error", "context_length"),
+        ("error", "parameters"),
+        ("error", "license"),
+    ]
+    code, out, _ = cli("card", "validate", card, "--record", record)
+    assert "card claims 360,000,000, the record has 134,515,008" in out
+    assert "(line 10: 파라미터 수: 360M)" in out
+
+
+def test_a_card_in_a_language_it_cannot_read_is_never_no_findings(
+    cli, smollm2: Path, tmp_path: Path
+) -> None:
+    record = _record(cli, smollm2, *SMOL_BASE)
+    front = f"license: apache-2.0\nbase_model: {SMOL_ID}\nbase_model_relation: quantized\n"
+    body = (
+        "# SmolLM2-135M-Instruct GGUF\n\nこのモデルは llama.cpp で量子化されています。"
+        "コンテキスト長は 32K トークンです。パラメータ数は 3億6千万 です。\n"
+    )
+    code, out, err = cli("card", "validate", _card(tmp_path, front, body), "--record", record)
+    assert code == 0 and "no findings" not in out + err
+    assert "claims not checked: language Japanese" in out

@@ -28,6 +28,18 @@ EXPECTED = {
         ("bits_per_weight", 32): "card claims 4.5 bits per weight, the record has 5.74",
         ("bits_per_weight", 34): "card claims 4.5 bits per weight, the record has 5.74",
     },
+    # The same card in Korean: the same findings, each quoting its Korean line.
+    "gguf-quant-repo-ko.md": {
+        ("quantization", None): "card says Q4_K_M, the record is Q4_1 (front matter:",
+        ("quantization", 15): "card says Q4_K_M, the record is Q4_1 (line 15: # SmolLM2",
+        (
+            "context_length",
+            21,
+        ): "card claims 32,768 tokens, the artifact's trained context is 8,192 (line 21: - "
+        "**컨텍스트 길이:** 3만 2768 토큰)",
+        ("bits_per_weight", 32): "card claims 4.5 bits per weight, the record has 5.74",
+        ("bits_per_weight", 34): "the record has 5.74 (line 34: 이 4비트 양자화는",
+    },
     "instruct-model.md": {
         ("parameters", 18): "card claims 360,000,000, the record has 134,515,008",
         ("license", 28): "card says 'mit', the record says 'apache-2.0'",
@@ -51,7 +63,12 @@ def records(smollm2: Path, smollm2_st: Path) -> dict[str, object]:
         license_id="apache-2.0",
     ).manifest
     neuron = read_manifest_file(REPO / "manifests" / "gemma-4-26b-a4b-inf2-xlarge.json")
-    return {"gguf-quant-repo.md": gguf, "instruct-model.md": st, "neuron-compiled.md": neuron}
+    return {
+        "gguf-quant-repo.md": gguf,
+        "gguf-quant-repo-ko.md": gguf,
+        "instruct-model.md": st,
+        "neuron-compiled.md": neuron,
+    }
 
 
 @pytest.mark.parametrize("card", sorted(EXPECTED))
@@ -65,6 +82,30 @@ def test_the_corpus_findings_are_all_reported_and_none_other(card: str, records)
     for f in report.findings:
         if f.line is not None:  # the quote is the card's own line
             assert f.quote == lines[f.line - 1].strip()[:200]
+
+
+def test_the_korean_card_makes_the_english_cards_claims(records) -> None:
+    """Line for line a translation: every claim the English card makes, the Korean one makes
+    on the same line with the same value — labels, Korean numerals (3만 2768, 1억 3500만),
+    units (토큰, 개, 비트, 가중치당), the license sentence and the base model sentence."""
+    english = validate_card(CARDS / "gguf-quant-repo.md", records["gguf-quant-repo.md"])
+    korean = validate_card(CARDS / "gguf-quant-repo-ko.md", records["gguf-quant-repo-ko.md"])
+    assert (english.language, korean.language) == ("en", "ko")
+    read = [(c.kind, c.value, c.line, c.where) for c in korean.claims]
+    assert read == [(c.kind, c.value, c.line, c.where) for c in english.claims]
+    assert ("parameters", 135_000_000, 22, "label") in read
+    assert ("license", "apache-2.0", 36, "sentence") in read
+    assert [(f.field, f.line, f.expected, f.found) for f in korean.findings] == [
+        (f.field, f.line, f.expected, f.found) for f in english.findings
+    ]
+
+
+def test_a_card_in_a_language_it_cannot_read_says_so(records) -> None:
+    report = validate_card(CARDS / "japanese-card.md", records["gguf-quant-repo.md"])
+    (finding,) = report.findings
+    assert finding.severity == "warning" and finding.field == "card language"
+    assert finding.message.startswith("claims not checked: language Japanese (ja: ")
+    assert report.language == "ja" and not report.errors
 
 
 def test_what_agrees_with_the_record_is_read_but_not_reported(records) -> None:
