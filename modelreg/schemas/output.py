@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelreg.schemas.manifest import Finding
 from modelreg.schemas.verification import CheckResult
 
 
@@ -887,7 +888,20 @@ class ImportedRunsOutput(Output):
 
 
 # Exported as schemas/cli/<name>.schema.json.
+class ScanOutput(Output):
+    """``modelreg scan``: what the safety scans found in the given files (no database)."""
+
+    scanned: list[str] = Field(description="The paths scanned, as given.")
+    findings: list[Finding] = Field(
+        description="Each finding: its code (unsafe_template, unsafe_pickle, identity_mismatch, "
+        "hidden_text), the file, where in it (metadata key, template name, archive member), "
+        "the template line and its text, and whether ``add`` would hold the record on it."
+    )
+    clean: bool = Field(description="No finding at all (exit code 0; 1 otherwise).")
+
+
 COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
+    "scan": ScanOutput,
     "error": ErrorOutput,
     "inspect": InspectOutput,
     "add": AddOutput,
