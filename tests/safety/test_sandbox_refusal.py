@@ -11,9 +11,9 @@ from pathlib import Path
 from modelreg import host
 from modelreg.schemas.suite import Classification
 from modelreg.schemas.verification import Outcome
+from modelreg.suites import default_suite
 from modelreg.validators.child import ChildRun
 from modelreg.validators.llama_child import CHILD_ARGV
-from modelreg.suites import default_suite
 from modelreg.validators.smoke import judge_run
 from tests.safety import hostile
 
