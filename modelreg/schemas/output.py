@@ -167,6 +167,11 @@ class AddOutput(Output):
     locations: list[str] = Field(
         default_factory=list, description="Where the record's bytes can be fetched."
     )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What an adder should know that holds nothing, e.g. the license changed "
+        "since the model's previous record (modelreg.license_policy.license_change).",
+    )
 
 
 class ShowOutput(Output):
