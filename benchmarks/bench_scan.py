@@ -111,9 +111,7 @@ def _pickle_rows(directory: Path) -> list[dict[str, Any]]:
 def run() -> list[dict[str, Any]]:
     models = WORK.parent.parent / ".cache" / "models"
     rows = [
-        _inspect_row(
-            "SmolLM2 135M Q4_1", smollm2_gguf(), "HuggingFaceTB/SmolLM2-135M-Instruct"
-        ),
+        _inspect_row("SmolLM2 135M Q4_1", smollm2_gguf(), "HuggingFaceTB/SmolLM2-135M-Instruct"),
         _inspect_row("Gemma 3 270M Q4_K_M", gemma3_270m_gguf(models), "google/gemma-3-270m"),
     ]
     return rows + _pickle_rows(WORK / "pickles")
