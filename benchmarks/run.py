@@ -16,6 +16,7 @@ from benchmarks import (
     bench_gguf_header,
     bench_registry,
     bench_safetensors,
+    bench_scan,
     bench_server,
     bench_suite,
     bench_trust,
@@ -89,6 +90,7 @@ def main() -> None:
     results += bench_suite.run()
     results += bench_endpoint.run()
     results += bench_safetensors.run()
+    results += bench_scan.run()
     results += bench_registry.run()
     results += bench_server.run()
     text = render(results)

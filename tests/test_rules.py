@@ -209,6 +209,12 @@ REASON_CASES: dict[ReasonCode, Callable[[], rules.Deployability]] = {
     ReasonCode.RECIPE_MISMATCH: lambda: rules.judge(
         "r_1", "cpu", ["recipe_mismatch: Q8_0 claimed, Q4_1 found"], ACTIVE, _run("pass"), FP
     ),
+    ReasonCode.UNSAFE_TEMPLATE: lambda: rules.judge(
+        "r_1", "cpu", ["unsafe_template: m.gguf: reaches '__globals__'"], ACTIVE, _run("pass"), FP
+    ),
+    ReasonCode.UNSAFE_PICKLE: lambda: rules.judge(
+        "r_1", "cpu", ["unsafe_pickle: model.pt: imports posix.system"], ACTIVE, _run("pass"), FP
+    ),
     ReasonCode.GATE_RELAXED_AFTER_FAILURE: lambda: _judge_with(_relaxed_pass(), FP),
 }
 

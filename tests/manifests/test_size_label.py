@@ -81,9 +81,10 @@ def test_real_models_match_their_labels(smollm2: Path, gemma: Path) -> None:
     ).manifest
     assert smol.label_check is not None and smol.label_check.label == "135M"
     assert smol.label_check.source == "gguf:general.size_label"
-    # The file's own label and the model id's, each checked against the tensors.
+    # The file's own label, its name's and the model id's, each checked against the tensors.
     assert [(c.label, c.source) for c in smol.label_checks] == [
         ("135M", "gguf:general.size_label"),
+        ("135M", "gguf:general.name"),
         ("135M", "model_id"),
     ]
     assert all(c.problems == [] for c in smol.label_checks) and smol.hold_reasons == []

@@ -1,0 +1,93 @@
+"""Licenses as a policy: classes from the SPDX data license-expression ships and the reviewed
+model-license table; decisions per class or id with the reason; license changes noted."""
+
+from __future__ import annotations
+
+import pytest
+
+from modelreg.license_policy import (
+    MODEL_LICENSES,
+    LicenseClass,
+    classify,
+    license_change,
+    policy,
+)
+from modelreg.schemas.licenses import KNOWN_LICENSES
+
+
+@pytest.mark.parametrize(
+    ("license_id", "expected"),
+    [
+        ("apache-2.0", LicenseClass.PERMISSIVE),
+        ("MIT", LicenseClass.PERMISSIVE),
+        ("cc0-1.0", LicenseClass.PERMISSIVE),
+        ("gpl-3.0", LicenseClass.COPYLEFT),
+        ("agpl-3.0", LicenseClass.COPYLEFT),
+        ("cc-by-sa-4.0", LicenseClass.COPYLEFT),
+        ("cc-by-nc-4.0", LicenseClass.NON_COMMERCIAL),
+        ("cc-by-nc-sa-4.0", LicenseClass.NON_COMMERCIAL),
+        ("cc-by-nc-nd-3.0", LicenseClass.NON_COMMERCIAL),
+        ("gemma", LicenseClass.RESTRICTED),
+        ("llama3.1", LicenseClass.RESTRICTED),
+        ("llama4", LicenseClass.RESTRICTED),
+        ("qwen", LicenseClass.RESTRICTED),
+        ("bigscience-openrail-m", LicenseClass.RESTRICTED),
+        ("fair-noncommercial-research-license", LicenseClass.NON_COMMERCIAL),
+        ("other", LicenseClass.UNKNOWN),
+        ("not-a-license", LicenseClass.UNKNOWN),
+        (None, LicenseClass.UNKNOWN),
+        ("MIT OR GPL-3.0", LicenseClass.PERMISSIVE),
+        ("MIT AND CC-BY-NC-4.0", LicenseClass.NON_COMMERCIAL),
+    ],
+)
+def test_license_is_classified(license_id: str | None, expected: LicenseClass) -> None:
+    assert classify(license_id).license_class is expected
+
+
+def test_every_hub_license_id_is_classified_or_honestly_unknown() -> None:
+    unknown = {k for k in KNOWN_LICENSES if classify(k).license_class is LicenseClass.UNKNOWN}
+    assert unknown <= {"unknown", "other", "cc"}, unknown
+    assert set(MODEL_LICENSES) - KNOWN_LICENSES <= {"qwen", "tongyi-qianwen", "qwen-research"}
+
+
+def test_policy_denies_non_commercial_with_the_reason() -> None:
+    decision = policy("cc-by-nc-4.0", {"non-commercial": "deny", "restricted": "warn"})
+    assert decision.decision == "deny"
+    assert decision.license_class is LicenseClass.NON_COMMERCIAL
+    assert "cc-by-nc-4.0 is non-commercial" in decision.reason
+    assert "rule for non-commercial licenses" in decision.reason
+
+
+def test_a_rule_for_the_id_wins_over_its_class() -> None:
+    rules = {"restricted": "deny", "gemma": "allow"}
+    assert policy("gemma", rules).decision == "allow"
+    assert policy("llama3.1", rules).decision == "deny"
+    assert policy("apache-2.0", rules).decision == "allow"
+    assert policy("apache-2.0", rules, default="warn").decision == "warn"
+
+
+def test_license_change_is_a_note_and_no_change_is_none() -> None:
+    assert license_change("apache-2.0", "Apache-2.0") is None
+    note = license_change("apache-2.0", "cc-by-nc-4.0")
+    assert note is not None
+    assert "apache-2.0 (permissive) to cc-by-nc-4.0 (non-commercial)" in note
+    assert "from none (unknown)" in (license_change(None, "mit") or "")
+
+
+def test_diff_notes_the_license_change(smollm2) -> None:  # type: ignore[no-untyped-def]
+    from modelreg.manifests.build import build_manifest
+    from modelreg.manifests.diff import diff_manifests
+
+    a = build_manifest([smollm2], digest=False).manifest
+    b = a.model_copy(update={"license": a.license.model_copy(update={"id": "cc-by-nc-4.0"})})
+    notes = diff_manifests(a, b).notes
+    assert any("apache-2.0 (permissive) to cc-by-nc-4.0 (non-commercial)" in n for n in notes)
+
+
+def test_target_spec_takes_a_license_policy() -> None:
+    from modelreg.targets import spec_from_json
+
+    spec = spec_from_json("cpu-x", {"license_policy": {"non-commercial": "deny"}})
+    assert spec.license_policy == {"non-commercial": "deny"}
+    with pytest.raises(Exception, match="allow"):
+        spec_from_json("cpu-x", {"license_policy": {"non-commercial": "maybe"}})
