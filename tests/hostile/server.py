@@ -248,14 +248,25 @@ class HostileServer:
 # -- an S3 API --------------------------------------------------------------------------------
 
 
-def s3_object(data: Pattern, *, etag: str = '"e-1"', longer_by: int = 0) -> Route:
+def s3_object(
+    data: Pattern,
+    *,
+    etag: str = '"e-1"',
+    longer_by: int = 0,
+    declared: bool = True,
+    drip_s: float | None = None,
+    drip_headers: bool = False,
+) -> Route:
     """HEAD and ranged GET of one object (``Range: bytes=a-b``), as S3 answers them — except
-    that every GET answers ``longer_by`` bytes more than it asked for (declared as such)."""
+    that every GET answers ``longer_by`` bytes more than it asked for (its length declared, or
+    with ``declared=False`` not: the connection's end ends it), and each answer may drip."""
 
     def answer(request: Request) -> Answer:
         headers = {"ETag": etag, "Accept-Ranges": "bytes", "Content-Type": "binary/octet-stream"}
         if request.method == "HEAD":
-            return Answer(200, b"", headers, length=data.size)
+            return Answer(
+                200, b"", headers, length=data.size, drip_s=drip_s, drip_headers=drip_headers
+            )
         wanted = request.headers.get("Range") or request.headers.get("range")
         if not wanted:
             return Answer(200, data, headers)
@@ -263,7 +274,14 @@ def s3_object(data: Pattern, *, etag: str = '"e-1"', longer_by: int = 0) -> Rout
         start, end = int(start_s), min(int(end_s), data.size - 1)
         headers["Content-Range"] = f"bytes {start}-{end}/{data.size}"
         size = end - start + 1 + longer_by
-        return Answer(206, Slice(data, start, start + size), headers)
+        return Answer(
+            206,
+            Slice(data, start, start + size),
+            headers,
+            length="auto" if declared else None,
+            drip_s=drip_s,
+            drip_headers=drip_headers,
+        )
 
     return answer
 
