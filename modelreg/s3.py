@@ -372,7 +372,10 @@ def download(
         have = 0
     with part.open("ab" if have else "xb") as fh, part.open("rb") as back:
         out = HashedWriter(fh, progress)
-        while have and (chunk := back.read(PART_BYTES)):  # the kept prefix, hashed again
+        while out.written < have:  # the kept prefix, hashed again: the digest covers it
+            chunk = back.read(min(PART_BYTES, have - out.written))
+            if not chunk:
+                raise Unavailable(f"{part.name}: the kept bytes shrank while they were read")
             out.seed(chunk)
         starts = range(have, obj.size, PART_BYTES)
         with ThreadPoolExecutor(WORKERS, thread_name_prefix="s3-range") as pool:
