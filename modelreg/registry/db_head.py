@@ -2,4 +2,4 @@
 up-to-date database open without importing alembic (and ``quick`` read one without even
 SQLAlchemy)."""
 
-SCHEMA_HEAD = "0010"
+SCHEMA_HEAD = "0011"

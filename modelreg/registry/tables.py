@@ -298,8 +298,10 @@ class GenerationRow(SQLModel, table=True):
 
 class WebhookRow(SQLModel, table=True):
     """A receiver of events (migration 0010): the kinds it is sent and the secret its
-    deliveries are signed with (kept: a signature needs it; never shown after ``webhooks
-    add``). Removed hooks keep their row, so their deliveries keep their history."""
+    deliveries are signed with, sealed with a key outside the database (``sealed_secret``,
+    migration 0011, ``modelreg.sealing``; ``secret`` is empty then, and holds the secret as
+    given only for a webhook added before 0011 until a sender seals it). Never shown after
+    ``webhooks add``. Removed hooks keep their row, so their deliveries keep their history."""
 
     __tablename__ = "webhooks"
 
@@ -307,6 +309,7 @@ class WebhookRow(SQLModel, table=True):
     url: str = Field(max_length=2000)
     events: str = Field(max_length=500)  # comma-separated event kinds
     secret: str = Field(max_length=200)
+    sealed_secret: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     created_at: datetime = Field(default_factory=utcnow, sa_column=_when())
     created_by: str = Field(max_length=200)
     removed_at: datetime | None = Field(
@@ -337,3 +340,16 @@ class WebhookDeliveryRow(SQLModel, table=True):
     )
     last_status: int | None = Field(default=None)
     last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+class SettingRow(SQLModel, table=True):
+    """A registry-wide setting (migration 0011), by name: e.g. ``webhooks.allowed_hosts``, the
+    hosts on loopback, link-local or private addresses webhooks may be sent to. Each change
+    is also an event (``setting``)."""
+
+    __tablename__ = "registry_settings"
+
+    name: str = Field(primary_key=True, max_length=100)
+    value: str = Field(sa_column=Column(Text, nullable=False))
+    updated_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    updated_by: str = Field(max_length=200)
