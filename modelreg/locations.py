@@ -20,6 +20,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -321,13 +322,6 @@ def _copy_hashed(source: Path, destination: Path, progress: Progress) -> tuple[i
         return out.finish()
 
 
-def _staging_for(files: Sequence[WantedFile], to: Path) -> Path:
-    """Where a fetch of exactly these files into ``to`` fills in: beside ``to``, named by the
-    files' digests, so an interrupted fetch of the same record resumes there."""
-    wanted = hashlib.sha256("\n".join(f"{f.path}\0{f.sha256}" for f in files).encode())
-    return to.parent / f".{to.name}.fetch-{wanted.hexdigest()[:12]}"
-
-
 def fetch_files(
     files: Sequence[WantedFile],
     locations: Sequence[str],
@@ -337,19 +331,28 @@ def fetch_files(
     """Copy every file of a record from the first location that has it with the right size
     and sha256 into the new directory ``to``; files are fetched in parallel.
 
-    The files fill a private directory beside ``to``, renamed into place only when every one
-    of them matched: a mismatch, a missing file or an interruption leaves nothing at ``to``,
-    and a file whose bytes did not match is deleted. Bytes an S3 download got before it
-    failed are kept there (a prefix of the object) and the same fetch again resumes from
-    them. Raises ``NotFetchable`` (with every location's problem) when some file could not be
-    fetched, ``InvalidInput`` when ``to`` exists and is not an empty directory or another
-    fetch is filling the same place. ``progress`` is called with each count of bytes written.
+    The files fill a fresh private directory beside ``to`` (``modelreg.fetchdir``: nothing
+    that existed before is used), renamed into place only when every one of them matched: a
+    mismatch, a missing file or an interruption leaves nothing at ``to``, and a file whose
+    bytes did not match is deleted. Bytes an S3 download got before it failed are kept there
+    (a prefix of the object) and the same fetch again resumes from them, hashing them again
+    with the rest. Raises ``NotFetchable`` (with every location's problem) when some file
+    could not be fetched, ``InvalidInput`` when ``to`` exists and is not an empty directory
+    (a symlink is refused, whatever it points to) or something else filled it meanwhile.
+    ``progress`` is called with each count of bytes written.
     """
-    import fcntl
+    from modelreg import fetchdir
 
     to = to.expanduser().absolute()
-    if to.exists() and not (to.is_dir() and not any(to.iterdir())):
-        raise InvalidInput(f"--to {to}: exists and is not an empty directory", "give a new one")
+    try:
+        found = os.lstat(to)
+    except (FileNotFoundError, NotADirectoryError):  # the parent's check says which
+        found = None
+    except OSError as exc:
+        raise InvalidInput(f"--to {to}: {exc.strerror}") from None
+    if found is not None and not (stat.S_ISDIR(found.st_mode) and not any(to.iterdir())):
+        what = "is a symbolic link" if stat.S_ISLNK(found.st_mode) else "exists"
+        raise InvalidInput(f"--to {to}: {what} and is not an empty directory", "give a new one")
     try:
         to.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -369,16 +372,11 @@ def fetch_files(
         destination = (to / wanted.path).resolve()
         if not destination.is_relative_to(to.resolve()) or wanted.path.startswith("."):
             raise InvalidInput(f"file path {wanted.path!r} leaves the destination")
-    staging = _staging_for(files, to)
-    staging.mkdir(mode=0o700, exist_ok=True)
-    lock = os.open(staging, os.O_RDONLY)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(lock)
-        raise InvalidInput(f"--to {to}: another fetch is filling {staging}") from None
+    prefix = fetchdir.resume_prefix(to, [(f.path, f.sha256) for f in files])
+    staging = fetchdir.fresh(to, prefix)
     keep = False  # bytes an S3 download received before failing: the next fetch resumes
     try:
+        fetchdir.adopt(to, prefix, staging, {f.path: f.bytes for f in files})
         outcomes = _fetch_all(files, sources, staging, progress)
         for _, problems in outcomes:
             skipped += problems
@@ -404,15 +402,14 @@ def fetch_files(
                 raise refused
         fetched = [got for got, _ in outcomes if got is not None]
         # Private while it fills; once every file matched, the mode a new directory gets here.
-        os.chmod(staging, 0o777 & ~_umask())
-        if to.exists():
-            to.rmdir()  # an empty directory given as the destination
-        os.rename(staging, to)
+        try:
+            fetchdir.place(staging, to, 0o777 & ~_umask())
+        except FileExistsError as exc:
+            raise InvalidInput(f"--to {to}: {exc}", "give a new one") from None
     except KeyboardInterrupt:
         keep = True  # what arrived is kept for the next fetch to resume
         raise
     finally:
-        os.close(lock)
         if not keep and staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return fetched, skipped

@@ -26,14 +26,18 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from modelreg.hashedfile import HashedWriter
+from modelreg.remote import Deadline, SingleFlight, TooLong, read_capped
 from modelreg.s3 import PRESENCE_TTL_S, NotCached, Unavailable
+from modelreg.textsafe import for_terminal
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 ARTIFACT_TYPE = "application/vnd.modelreg.record.v1+json"
 LAYER_TYPE = "application/vnd.modelreg.file.v1"
 EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
@@ -41,7 +45,19 @@ EMPTY = b"{}"
 EMPTY_DIGEST = "sha256:" + hashlib.sha256(EMPTY).hexdigest()
 TITLE = "org.opencontainers.image.title"
 _CHUNK = 4 << 20
+# What a registry's answer may cost. A manifest or index document is read to at most
+# MANIFEST_MAX_BYTES (a record of thousands of files is well under 1 MiB), any other answer but
+# a blob (a token, an error) to ANSWER_MAX_BYTES, a blob to its recorded size. Every request
+# has a total deadline: REQUEST_DEADLINE_S, and for a blob that plus its size at
+# BLOB_MIN_BYTES_PER_S (a 26.8 GB neff: about 7.5 h). READ_TIMEOUT_S is httpx's own, per read.
+MANIFEST_MAX_BYTES = 4 << 20
+ANSWER_MAX_BYTES = 1 << 20
+REQUEST_DEADLINE_S = 60.0
+BLOB_MIN_BYTES_PER_S = 1 << 20
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 30.0
 _presence: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[float, str | None]] = {}
+_probes: SingleFlight[tuple[str, tuple[tuple[str, int], ...]], str | None] = SingleFlight()
 
 Progress = Callable[[int], None] | None
 
@@ -92,8 +108,26 @@ def _basic(registry: str) -> str | None:
     return auth if isinstance(auth, str) and auth else None
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A registry's answer to anything but a blob: its status, headers and body (read to a
+    cap as it arrived)."""
+
+    status_code: int
+    headers: Any  # httpx.Headers: case-insensitive
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
 class Client:
-    """The distribution API of one registry (httpx), with Docker-config credentials."""
+    """The distribution API of one registry (httpx), with Docker-config credentials.
+
+    Every request has a total deadline (``remote.Deadline``: the sockets it opens are shut
+    down when it passes, whatever a read's own timeout says) and every answer but a blob is
+    read to a cap as it arrives. Connections are not kept alive between requests, so each
+    request's socket is its own to shut down."""
 
     def __init__(self, registry: str) -> None:
         try:
@@ -105,7 +139,12 @@ class Client:
         self.registry = registry
         scheme = "http" if _plain_http(registry) else "https"
         self.base = f"{scheme}://{registry}"
-        self.http = httpx.Client(timeout=httpx.Timeout(30, read=120), follow_redirects=True)
+        self.http = httpx.Client(
+            timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+            follow_redirects=True,
+            limits=httpx.Limits(max_keepalive_connections=0),
+            headers={"Accept-Encoding": "identity"},  # a body's size is its size on the wire
+        )
         self._token: str | None = None
 
     def close(self) -> None:
@@ -123,47 +162,124 @@ class Client:
         """The token flow of a ``WWW-Authenticate: Bearer realm=…`` challenge."""
         if not challenge.lower().startswith("bearer "):
             return False
-        fields = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+        fields = dict(re.findall(r'(\w+)="([^"]*)"', challenge[:4096]))
         realm = fields.pop("realm", None)
-        if not realm:
+        if not realm or not realm.startswith(("https://", "http://")):
             return False
         headers = {}
         if (basic := _basic(self.registry)) is not None:
             headers["Authorization"] = f"Basic {basic}"
-        answer = self.http.get(realm, params=fields, headers=headers)
+        answer = self._exchange("GET", realm, ANSWER_MAX_BYTES, params=fields, headers=headers)
         if answer.status_code != 200:
             return False
-        body = answer.json()
-        self._token = body.get("token") or body.get("access_token")
+        try:
+            body = answer.json()
+            token = body.get("token") or body.get("access_token")
+        except (ValueError, AttributeError):
+            return False
+        self._token = token if isinstance(token, str) and len(token) < 16_384 else None
         return bool(self._token)
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _exchange(self, method: str, url: str, cap: int, **kwargs: Any) -> Answer:
+        """One request within ``REQUEST_DEADLINE_S`` (``deadline_s`` to say otherwise), its
+        body read to ``cap`` bytes; ``Unavailable`` when it is longer, late or unreachable."""
+        seconds = kwargs.pop("deadline_s", REQUEST_DEADLINE_S)
+        what = f"{method} {url.split('?', 1)[0]}"
+        with Deadline(seconds, f"the registry {self.registry}") as deadline:
+            try:
+                with self.http.stream(
+                    method, url, extensions={"trace": _attach_to(deadline)}, **kwargs
+                ) as answer:
+                    declared = answer.headers.get("content-length", "")
+                    if declared.isdigit() and int(declared) > cap:
+                        raise TooLong(f"the answer to {what}", cap)
+                    _identity(answer, what)
+                    content = read_capped(
+                        _until(deadline, answer.iter_raw()), cap, f"the answer to {what}"
+                    )
+                    return Answer(answer.status_code, answer.headers, content)
+            except TooLong as exc:
+                raise Unavailable(f"{exc}") from None
+            except Unavailable:
+                raise
+            except Exception as exc:  # connection refused, TLS, timeout: one line
+                if deadline.expired:
+                    raise Unavailable(str(deadline.exceeded())) from None
+                raise Unavailable(
+                    f"cannot reach the registry {self.registry}: {_why(exc)}"
+                ) from None
+
+    def request(
+        self, method: str, path: str, *, cap: int = ANSWER_MAX_BYTES, **kwargs: Any
+    ) -> Answer:
         url = path if path.startswith("http") else f"{self.base}{path}"
         headers = kwargs.pop("headers", None)
-        try:
-            answer = self.http.request(method, url, headers=self._headers(headers), **kwargs)
-            if answer.status_code == 401 and self._authenticate(
-                answer.headers.get("www-authenticate", "")
-            ):
-                answer = self.http.request(method, url, headers=self._headers(headers), **kwargs)
-        except Exception as exc:  # connection refused, TLS, timeout: one line
-            raise Unavailable(f"cannot reach the registry {self.registry}: {_why(exc)}") from None
+        answer = self._exchange(method, url, cap, headers=self._headers(headers), **kwargs)
+        if answer.status_code == 401 and self._authenticate(
+            answer.headers.get("www-authenticate", "")
+        ):
+            answer = self._exchange(method, url, cap, headers=self._headers(headers), **kwargs)
         return answer
 
-    def stream(self, path: str, headers: dict[str, str]) -> Any:
-        return self.http.stream("GET", f"{self.base}{path}", headers=self._headers(headers))
+    @contextmanager
+    def stream(self, path: str, deadline: Deadline) -> Iterator[Any]:
+        """A GET whose body the caller reads (a blob), its sockets attached to ``deadline``."""
+        with self.http.stream(
+            "GET",
+            f"{self.base}{path}",
+            headers=self._headers(),
+            extensions={"trace": _attach_to(deadline)},
+        ) as answer:
+            yield answer
+
+
+def _identity(answer: Any, what: str) -> None:
+    encoding = answer.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise Unavailable(
+            f"the answer to {what} is encoded ({for_terminal(encoding)[:40]}), "
+            "though asked for as it is; refused"
+        )
+
+
+def blob_deadline_s(size: int) -> float:
+    """The total time a blob of ``size`` bytes may take, up or down."""
+    return REQUEST_DEADLINE_S + size / BLOB_MIN_BYTES_PER_S
+
+
+def _attach_to(deadline: Deadline) -> Callable[[str, dict[str, Any]], None]:
+    """httpx's ``trace`` callback: each socket a request connects is shut at ``deadline``."""
+
+    def trace(event: str, info: dict[str, Any]) -> None:
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            stream = info.get("return_value")
+            if stream is not None:
+                deadline.attach(stream.get_extra_info("socket"))
+
+    return trace
+
+
+def _until(deadline: Deadline, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """``chunks`` while ``deadline`` has not passed."""
+    for chunk in chunks:
+        deadline.check()
+        yield chunk
+    deadline.check()
 
 
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:160]}" if str(exc) else type(exc).__name__
 
 
-def _refusal(answer: Any, what: str) -> Unavailable:
+def _refusal(answer: Answer, what: str) -> Unavailable:
     try:
         errors = answer.json().get("errors") or []
-        detail = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors)
-    except (ValueError, AttributeError):
+        detail = "; ".join(
+            f"{e.get('code')}: {e.get('message')}" for e in errors[:3] if isinstance(e, dict)
+        )
+    except (ValueError, AttributeError, TypeError):
         detail = ""
+    detail = for_terminal(detail)[:300]
     return Unavailable(
         f"{what}: the registry answered {answer.status_code}" + (f" ({detail})" if detail else "")
     )
@@ -215,6 +331,7 @@ def push(
                 f"{location}{separator}digest={digest}",
                 content=content,
                 headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)},
+                deadline_s=blob_deadline_s(size),
             )
             if done.status_code != 201:
                 raise _refusal(done, f"uploading {digest}")
@@ -261,12 +378,15 @@ def push(
 
 
 def _manifest(client: Client, reference: Reference) -> dict[str, Any]:
-    """The manifest by its digest, its sha256 checked against the digest."""
+    """The manifest by its digest, read to ``MANIFEST_MAX_BYTES`` as it arrives and its sha256
+    checked against the digest. An index document (a list of manifests) is no artifact of a
+    record: it is refused by its media type, after the same checks."""
     assert reference.digest is not None
     answer = client.request(
         "GET",
         f"/v2/{reference.repository}/manifests/{reference.digest}",
         headers={"Accept": MANIFEST_TYPE},
+        cap=MANIFEST_MAX_BYTES,
     )
     if answer.status_code == 404:
         raise Unavailable(f"no manifest {reference.digest} in {reference.repository}")
@@ -275,21 +395,30 @@ def _manifest(client: Client, reference: Reference) -> dict[str, Any]:
     if "sha256:" + hashlib.sha256(answer.content).hexdigest() != reference.digest:
         raise Unavailable(f"the manifest's bytes do not hash to {reference.digest}; refused")
     try:
-        manifest: dict[str, Any] = json.loads(answer.content)
+        manifest = json.loads(answer.content)
     except ValueError:
         raise Unavailable(f"the manifest {reference.digest} is not JSON") from None
+    if not isinstance(manifest, dict):
+        raise Unavailable(f"the manifest {reference.digest} is not a JSON object")
+    if manifest.get("mediaType") == INDEX_TYPE or "manifests" in manifest:
+        raise Unavailable(
+            f"{reference.digest} is an index of manifests, not a record's artifact; refused"
+        )
     return manifest
 
 
 def _layers(manifest: dict[str, Any]) -> dict[str, tuple[str, int]]:
     """path -> (digest, size) of an artifact's layers."""
     found: dict[str, tuple[str, int]] = {}
-    for layer in manifest.get("layers") or []:
+    layers = manifest.get("layers")
+    for layer in layers if isinstance(layers, list) else []:
         if not isinstance(layer, dict):
             continue
-        title = (layer.get("annotations") or {}).get(TITLE)
-        if isinstance(title, str) and isinstance(layer.get("size"), int):
-            found[title] = (str(layer.get("digest")), layer["size"])
+        annotations = layer.get("annotations")
+        title = annotations.get(TITLE) if isinstance(annotations, dict) else None
+        size = layer.get("size")
+        if isinstance(title, str) and isinstance(size, int) and size >= 0:
+            found[title] = (str(layer.get("digest")), size)
     return found
 
 
@@ -298,7 +427,8 @@ def has_copy(
 ) -> str | None:
     """None when the artifact's manifest (its digest checked) lists every file (path, bytes)
     with that size, else why not (cached ``PRESENCE_TTL_S`` per process; ``download`` checks
-    each sha256)."""
+    each sha256). One probe of a location at a time in a process: callers that ask while one
+    is in flight share its answer."""
     key = (reference.url(), tuple(files))
     now = time.monotonic()
     cached = _presence.get(key)
@@ -306,6 +436,14 @@ def has_copy(
         return cached[1]
     if cached_only:
         raise NotCached(reference.url())
+    return _probes.do(key, lambda: _probe(key, reference, files))
+
+
+def _probe(
+    key: tuple[str, tuple[tuple[str, int], ...]],
+    reference: Reference,
+    files: Sequence[tuple[str, int]],
+) -> str | None:
     problem: str | None = None
     client: Client | None = None
     try:
@@ -320,7 +458,7 @@ def has_copy(
     finally:
         if client is not None:
             client.close()
-    _presence[key] = (now, problem)
+    _presence[key] = (time.monotonic(), problem)
     return problem
 
 
@@ -328,29 +466,51 @@ def download(
     reference: Reference, path: str, sha256: str, size: int, part: Path, progress: Progress
 ) -> tuple[int, str]:
     """The blob of ``path`` (named in the artifact by ``sha256``) into ``part``, hashed as it
-    arrives: (bytes, sha256). Raises ``Unavailable`` (nothing kept: a blob starts over)."""
+    arrives: (bytes, sha256). A blob is read to its recorded ``size`` and no further (an answer
+    that declares or sends more is refused at that byte), within ``blob_deadline_s(size)``.
+    Raises ``Unavailable`` (nothing kept: a blob starts over)."""
     client = Client(reference.registry)
     try:
         layers = _layers(_manifest(client, reference))
         if layers.get(path) != (f"sha256:{sha256}", size):
             raise Unavailable(f"{path}: not in the artifact with sha256 {sha256}")
         out: HashedWriter | None = None
-        try:
-            with (
-                client.stream(f"/v2/{reference.repository}/blobs/sha256:{sha256}", {}) as answer,
-                part.open("wb") as fh,
-            ):
-                if answer.status_code != 200:
-                    raise _refusal(answer, f"reading {path}")
-                out = HashedWriter(fh, progress)
-                for chunk in answer.iter_bytes(_CHUNK):
-                    out.write(chunk)
-                return out.finish()
-        except Unavailable:
-            raise
-        except Exception as exc:
-            at = out.written if out else 0
-            raise Unavailable(f"{path}: {_why(exc)} at byte {at:,} of {size:,}") from None
+        blob = f"/v2/{reference.repository}/blobs/sha256:{sha256}"
+        with Deadline(blob_deadline_s(size), f"{path} from {reference.registry}") as deadline:
+            try:
+                with client.stream(blob, deadline) as answer, part.open("xb") as fh:
+                    if answer.status_code != 200:
+                        raise _refusal(
+                            Answer(answer.status_code, answer.headers, b""), f"reading {path}"
+                        )
+                    declared = answer.headers.get("content-length", "")
+                    if declared.isdigit() and int(declared) != size:
+                        longer = int(declared) > size
+                        raise Unavailable(
+                            f"{path}: the registry declares {int(declared):,} bytes, "
+                            f"{'longer' if longer else 'shorter'} than the {size:,} recorded; "
+                            "refused"
+                        )
+                    _identity(answer, f"GET {blob}")
+                    out = HashedWriter(fh, progress)
+                    for chunk in _until(deadline, answer.iter_raw(_CHUNK)):
+                        if out.written + len(chunk) > size:
+                            raise Unavailable(
+                                f"{path}: the registry sent more than the {size:,} bytes "
+                                f"recorded (longer than the blob); refused at byte {size:,}"
+                            )
+                        out.write(chunk)
+                    if out.written != size:
+                        raise Unavailable(
+                            f"{path}: the registry sent {out.written:,} of {size:,} bytes"
+                        )
+                    return out.finish()
+            except Unavailable:
+                raise
+            except Exception as exc:
+                at = out.written if out else 0
+                why = str(deadline.exceeded()) if deadline.expired else _why(exc)
+                raise Unavailable(f"{path}: {why} at byte {at:,} of {size:,}") from None
     finally:
         client.close()
 

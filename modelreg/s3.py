@@ -8,7 +8,12 @@ points at an S3-compatible store; path-style addressing is used for it.
 
 A file is downloaded in ranges fetched in parallel and consumed in order — written and hashed
 as each range arrives, a bounded window of ranges in memory — so peak memory does not grow with
-the file. Every range asks for the object's ETag as first seen (``If-Match``): an object
+the file. A range's answer is read as it arrives and refused at the byte that makes it longer
+than asked (a lying or broken store costs one range, not its whole answer), and each request
+has a total deadline (``modelreg.remote``: its socket is shut down when the time passes,
+whatever botocore's per-read timeout says).
+
+Every range asks for the object's ETag as first seen (``If-Match``): an object
 replaced mid-download fails instead of mixing two objects' bytes. A range that fails (a
 throttled or dropped request) is retried; when it still fails, the bytes written so far are a
 prefix of the object and are kept, and the next fetch resumes from there (the prefix is hashed
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from modelreg.hashedfile import HashedWriter
+from modelreg.remote import Deadline, DeadlineExceeded, SingleFlight, current
 
 PART_BYTES = 8 << 20
 WORKERS = 4
@@ -37,6 +43,12 @@ RANGE_BACKOFF_S = 0.2  # before attempt k: this × 2**k, at most 2 s
 # A presence check (HEAD) is cached this long per process: status and the gate ask it of every
 # production record, and a copy's presence changes far more slowly than they are asked.
 PRESENCE_TTL_S = 30.0
+# The total time of one request: a HEAD, or one range (PART_BYTES at RANGE_MIN_BYTES_PER_S
+# at the least). A range that misses it is not asked again: the store is too slow or lying.
+HEAD_DEADLINE_S = 30.0
+RANGE_DEADLINE_S = 30.0
+RANGE_MIN_BYTES_PER_S = 256 << 10
+_READ_BYTES = 1 << 20
 
 ProgressCallback = Callable[[int], None]
 NO_CREDENTIALS = (
@@ -68,6 +80,7 @@ class S3Object:
 _client_lock = threading.Lock()
 _clients: dict[tuple[str | None, str | None], Any] = {}
 _presence: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[float, str | None]] = {}
+_probes: SingleFlight[tuple[str, tuple[tuple[str, int], ...]], str | None] = SingleFlight()
 
 
 def reset() -> None:
@@ -105,8 +118,49 @@ def _client() -> Any:
                 s3={"addressing_style": "path"} if key[0] else None,
             )
             client = boto3.session.Session().client("s3", endpoint_url=key[0], config=config)
+            _attach_requests_to_deadlines(client)
             _clients[key] = client
         return client
+
+
+def _attach_requests_to_deadlines(client: Any) -> None:
+    """Each request's socket attached to its thread's ``remote.current()`` deadline while its
+    answer is awaited and read. botocore pools its connections, so the socket is attached per
+    request (when the answer is awaited), not per connect; its per-read timeout alone would
+    let a store that drips its headers hold a request for hours. The pool classes are
+    botocore's own, subclassed; a botocore without that attribute keeps only the per-chunk
+    deadline check of ``_get_range``."""
+    from botocore.awsrequest import (
+        AWSHTTPConnection,
+        AWSHTTPConnectionPool,
+        AWSHTTPSConnection,
+        AWSHTTPSConnectionPool,
+    )
+
+    session = getattr(getattr(client, "_endpoint", None), "http_session", None)
+    pools = getattr(session, "_pool_classes_by_scheme", None)
+    if not isinstance(pools, dict):
+        return
+
+    class Connection(AWSHTTPConnection):  # type: ignore[misc]
+        def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+            if (deadline := current()) is not None:
+                deadline.attach(self.sock)
+            return super().getresponse(*args, **kwargs)
+
+    class SecureConnection(AWSHTTPSConnection):  # type: ignore[misc]
+        def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+            if (deadline := current()) is not None:
+                deadline.attach(self.sock)
+            return super().getresponse(*args, **kwargs)
+
+    class Pool(AWSHTTPConnectionPool):  # type: ignore[misc]
+        ConnectionCls = Connection
+
+    class SecurePool(AWSHTTPSConnectionPool):  # type: ignore[misc]
+        ConnectionCls = SecureConnection
+
+    pools.update(http=Pool, https=SecurePool)
 
 
 def _why(exc: BaseException) -> str:
@@ -118,6 +172,8 @@ def _why(exc: BaseException) -> str:
         PartialCredentialsError,
     )
 
+    if isinstance(exc, DeadlineExceeded):
+        return str(exc)
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return NO_CREDENTIALS
     if isinstance(exc, EndpointConnectionError):
@@ -158,7 +214,13 @@ def head(bucket: str, prefix: str, path: str, *, single: bool) -> S3Object:
         client = _client()
         for key in keys_for(prefix, path, single=single):
             try:
-                found = client.head_object(Bucket=bucket, Key=key)
+                with Deadline(HEAD_DEADLINE_S, f"HEAD s3://{bucket}/{key}") as deadline:
+                    try:
+                        found = client.head_object(Bucket=bucket, Key=key)
+                    except Exception:
+                        if deadline.expired:
+                            raise deadline.exceeded() from None
+                        raise
             except Exception as exc:
                 if _is_missing(exc):
                     problems.append(f"no object s3://{bucket}/{key}")
@@ -181,8 +243,9 @@ def has_copy(
     cached_only: bool = False,
 ) -> str | None:
     """None when every file (path, bytes) is at the location with its recorded size (HEAD;
-    fetch checks every sha256), else why not. Cached for ``PRESENCE_TTL_S`` per process;
-    ``cached_only``: raise ``NotCached`` rather than ask S3 (the server's event loop)."""
+    fetch checks every sha256), else why not. Cached for ``PRESENCE_TTL_S`` per process, and
+    one probe of a location at a time (callers meanwhile share its answer); ``cached_only``:
+    raise ``NotCached`` rather than ask S3 (the server's event loop)."""
     key = (url, tuple(files))
     now = time.monotonic()
     cached = _presence.get(key)
@@ -190,6 +253,15 @@ def has_copy(
         return cached[1]
     if cached_only:
         raise NotCached(url)
+    return _probes.do(key, lambda: _probe(key, bucket, prefix, files))
+
+
+def _probe(
+    key: tuple[str, tuple[tuple[str, int], ...]],
+    bucket: str,
+    prefix: str,
+    files: Sequence[tuple[str, int]],
+) -> str | None:
     problem: str | None = None
     for path, size in files:
         try:
@@ -200,22 +272,42 @@ def has_copy(
         if found.size != size:
             problem = f"{path} is {found.size} bytes, recorded {size}"
             break
-    _presence[key] = (now, problem)
+    _presence[key] = (time.monotonic(), problem)
     return problem
 
 
+def range_deadline_s(size: int) -> float:
+    return RANGE_DEADLINE_S + size / RANGE_MIN_BYTES_PER_S
+
+
+class _Refused(Exception):
+    """An answer that is not the range asked for: asking again would not change it."""
+
+
 def _get_range(bucket: str, obj: S3Object, start: int, end: int) -> bytes:
-    """Bytes ``start..end`` (inclusive) of the object, retried on a failed or short read."""
+    """Bytes ``start..end`` (inclusive) of the object, retried on a failed or short read;
+    refused (not retried) when the answer is longer than asked or misses its deadline."""
     client = _client()
+    asked = end - start + 1
+    what = f"{obj.key} bytes {start}-{end}"
     last: BaseException | None = None
     for attempt in range(RANGE_ATTEMPTS):
         if attempt:
             time.sleep(min(RANGE_BACKOFF_S * 2**attempt, 2.0))
         try:
-            answer = client.get_object(
-                Bucket=bucket, Key=obj.key, Range=f"bytes={start}-{end}", IfMatch=obj.etag
-            )
-            data: bytes = answer["Body"].read()
+            with Deadline(range_deadline_s(asked), what) as deadline:
+                try:
+                    data = _read_range(client, bucket, obj, start, end, deadline)
+                except (_Refused, DeadlineExceeded):
+                    raise
+                except Exception:
+                    if deadline.expired:
+                        raise deadline.exceeded() from None
+                    raise
+        except _Refused as exc:
+            raise Unavailable(str(exc)) from None
+        except DeadlineExceeded as exc:
+            raise Unavailable(str(exc)) from None
         except Exception as exc:
             from botocore.exceptions import ClientError
 
@@ -223,11 +315,46 @@ def _get_range(bucket: str, obj: S3Object, start: int, end: int) -> bytes:
                 raise Unavailable(f"{obj.key} changed while it was fetched") from None
             last = exc
             continue
-        if len(data) == end - start + 1:
+        if len(data) == asked:
             return data
-        last = OSError(f"short read: {len(data)} of {end - start + 1} bytes")
+        last = OSError(f"short read: {len(data)} of {asked} bytes")
     assert last is not None
     raise Unavailable(_why(last))
+
+
+def _read_range(
+    client: Any, bucket: str, obj: S3Object, start: int, end: int, deadline: Deadline
+) -> bytes:
+    """The answer to one ranged GET, read as it arrives and refused at the byte past the
+    range (or on a declared length past it)."""
+    asked = end - start + 1
+    answer = client.get_object(
+        Bucket=bucket, Key=obj.key, Range=f"bytes={start}-{end}", IfMatch=obj.etag
+    )
+    body = answer["Body"]
+    try:
+        declared = answer.get("ContentLength")
+        if isinstance(declared, int) and declared > asked:
+            raise _Refused(
+                f"{obj.key}: the answer to bytes {start}-{end} declares {declared:,} bytes, "
+                f"longer than the {asked:,} asked; refused"
+            )
+        parts: list[bytes] = []
+        got = 0
+        while chunk := body.read(min(_READ_BYTES, asked + 1 - got)):
+            deadline.check()
+            got += len(chunk)
+            if got > asked:
+                raise _Refused(
+                    f"{obj.key}: the answer to bytes {start}-{end} is longer than the "
+                    f"{asked:,} asked; refused at byte {start + asked:,}"
+                )
+            parts.append(chunk)
+        deadline.check()
+        return b"".join(parts)
+    except BaseException:
+        body.close()  # the connection is not reused with an answer half read
+        raise
 
 
 def download(
@@ -245,7 +372,10 @@ def download(
         have = 0
     with part.open("ab" if have else "xb") as fh, part.open("rb") as back:
         out = HashedWriter(fh, progress)
-        while have and (chunk := back.read(PART_BYTES)):  # the kept prefix, hashed again
+        while out.written < have:  # the kept prefix, hashed again: the digest covers it
+            chunk = back.read(min(PART_BYTES, have - out.written))
+            if not chunk:
+                raise Unavailable(f"{part.name}: the kept bytes shrank while they were read")
             out.seed(chunk)
         starts = range(have, obj.size, PART_BYTES)
         with ThreadPoolExecutor(WORKERS, thread_name_prefix="s3-range") as pool:

@@ -11,6 +11,15 @@ build theirs (under this tool's name), so a receiver written for one checks the 
 ``verify_signature`` is that check, for receivers written in Python. Sending uses only the
 standard library (``http.client``): a deploy host that runs ``webhooks deliver`` needs no
 extra package. Redirects are not followed (a 3xx is a failed attempt).
+
+An attempt has a total deadline (``remote.Deadline``: connect, send and the answer's status
+line and headers together, however slowly a receiver drips them), and only the answer's
+status is kept: its body is never read or shown. A URL whose host is, or resolves to, an
+address that is not public (loopback, link-local, private, reserved…) is refused — when it is
+added and again at every attempt, on every address the name resolves to, and the attempt
+connects to an address it checked — unless the registry allows the host by name
+(``registry.settings``: ``webhooks.allowed_hosts``). A releaser could otherwise use the
+sender to probe the internal network it runs in.
 """
 
 from __future__ import annotations
@@ -19,11 +28,13 @@ import base64
 import hashlib
 import hmac
 import http.client
+import ipaddress
 import json
 import secrets
+import socket
 import ssl
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,9 +56,7 @@ EVENT_HEADER = "X-Modelreg-Event"
 MAX_ATTEMPTS = 8
 BACKOFF_S = 5.0
 MAX_BACKOFF_S = 600.0
-TIMEOUT_S = 10.0
-# A receiver's answer is read up to this many bytes (kept for webhooks list, one line).
-_MAX_ANSWER = 2048
+TIMEOUT_S = 10.0  # an attempt's total time: connect, send, and the answer's status
 
 
 def one_line(text: str, limit: int = 200) -> str:
@@ -175,37 +184,163 @@ class Attempt:
         return self.error is None
 
 
-def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> Attempt:
-    """POST ``body`` to ``url``; never raises (a refused connection, a timeout or a non-2xx
-    answer is an ``Attempt`` with its error)."""
-    parts = urlsplit(url)
-    connection: http.client.HTTPConnection
-    if parts.scheme == "https":
-        connection = http.client.HTTPSConnection(
-            parts.hostname or "",
-            parts.port,
-            timeout=timeout_s,
-            context=ssl.create_default_context(),
-        )
-    else:
-        connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout_s)
-    target = parts.path or "/"
-    if parts.query:
-        target += "?" + parts.query
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class DestinationRefused(InvalidInput):
+    """A webhook URL whose host is, or resolves to, an address that is not public."""
+
+
+def parse_host(host: str) -> str:
+    """A host name or IP literal as webhook URLs name it (lower case, IPv6 without brackets),
+    for the registry's list of allowed hosts."""
+    name = host.strip().lower().strip("[]")
     try:
-        connection.request("POST", target, body=body, headers=dict(headers))
-        answer = connection.getresponse()
-        text = answer.read(_MAX_ANSWER).decode("utf-8", "replace")
-    except TimeoutError:
-        return Attempt(None, f"timed out after {timeout_s:g} s")
-    except (OSError, http.client.HTTPException) as e:
-        return Attempt(None, one_line(f"{type(e).__name__}: {e}", 300))
-    finally:
-        connection.close()
-    if 200 <= answer.status < 300:
-        return Attempt(answer.status, None)
-    said = f": {one_line(text, 200)}" if text.strip() else ""
-    return Attempt(answer.status, f"HTTP {answer.status}{said}")
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        pass
+    labels = name.rstrip(".").split(".")
+    if (
+        not name
+        or len(name) > 253
+        or not all(
+            0 < len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii()
+            for label in labels
+        )
+    ):
+        raise InvalidInput(
+            f"{one_line(host, 80)!r} is not a host name or IP address",
+            "give a host as written in the webhook URL, e.g. ci.internal or 10.0.0.7",
+        )
+    return name
+
+
+def _kind(address: IPAddress) -> str | None:
+    """Why ``address`` is not a public destination (None: it is one)."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = address.ipv4_mapped or address.sixtofour or (address.teredo or (None, None))[1]
+        if embedded is not None:
+            return _kind(embedded)
+    if address.is_unspecified:
+        return "unspecified"
+    if address.is_loopback:
+        return "loopback"
+    if address.is_link_local:
+        return "link-local"
+    if address.is_private:
+        return "private"
+    if not address.is_global or address.is_multicast:
+        return "non-public"
+    return None
+
+
+def destination(url: str, allowed: Sequence[str]) -> list[str]:
+    """The addresses a delivery to ``url`` may connect to: every address its host resolves
+    to, each checked to be public unless the host is in ``allowed``. ``DestinationRefused``
+    names the first that is not; ``InvalidInput`` when the host does not resolve."""
+    parts = urlsplit(url)
+    host = parse_host(parts.hostname or "")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:
+        raise InvalidInput(
+            f"webhook host {host!r} does not resolve: {one_line(str(e), 120)}"
+        ) from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    if host in allowed:
+        return addresses
+    for address in addresses:
+        kind = _kind(ipaddress.ip_address(address.split("%", 1)[0]))
+        if kind is not None:
+            shown = host if host == address else f"{host} ({address})"
+            raise DestinationRefused(
+                f"webhook host {shown} is a {kind} address; deliveries to it are refused",
+                f"permit it by name if it is meant: modelreg webhooks permit {host}",
+            )
+    return addresses
+
+
+def check_url(url: str, allowed: Sequence[str]) -> None:
+    """At ``webhooks add``: refuse a URL whose host is, or resolves to, a non-public address
+    (not allowed by name). A name that does not resolve here is accepted: every attempt
+    resolves and checks it again."""
+    try:
+        destination(url, allowed)
+    except DestinationRefused:
+        raise
+    except InvalidInput:
+        pass
+
+
+class _Pinned(http.client.HTTPConnection):
+    """A connection to one checked address, whatever the name resolves to meanwhile, whose
+    socket is shut down at ``deadline``; the Host header (and TLS's server name) is the
+    URL's host."""
+
+    def __init__(
+        self, host: str, port: int | None, address: str, deadline: Any, tls: ssl.SSLContext | None
+    ) -> None:
+        super().__init__(host, port, timeout=max(0.01, deadline.remaining()))
+        self.address, self.deadline, self.tls = address, deadline, tls
+
+    def connect(self) -> None:
+        sock = socket.create_connection(
+            (self.address, self.port), timeout=max(0.01, self.deadline.remaining())
+        )
+        self.deadline.attach(sock)
+        self.sock = self.tls.wrap_socket(sock, server_hostname=self.host) if self.tls else sock
+
+
+def post(
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    timeout_s: float,
+    allowed: Sequence[str] = (),
+) -> Attempt:
+    """POST ``body`` to ``url`` within ``timeout_s`` in all; never raises (a refused
+    destination or connection, a deadline passed or a non-2xx answer is an ``Attempt`` with
+    its error). Only the answer's status is read."""
+    from modelreg.remote import Deadline
+
+    parts = urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    https = parts.scheme == "https"
+    with Deadline(timeout_s, "webhook") as deadline:
+        try:
+            addresses = destination(url, allowed)
+        except InvalidInput as e:
+            return Attempt(None, e.message)
+        problem = "no address to connect to"
+        for address in addresses:
+            connection = _Pinned(
+                parts.hostname or "",
+                parts.port or (443 if https else 80),
+                address,
+                deadline,
+                ssl.create_default_context() if https else None,
+            )
+            try:
+                try:
+                    connection.connect()
+                except OSError as e:
+                    if deadline.expired or isinstance(e, TimeoutError):
+                        return Attempt(None, f"timed out after {timeout_s:g} s")
+                    problem = one_line(f"{type(e).__name__}: {e}", 300)
+                    continue  # nothing was sent: the next address of the name
+                connection.request("POST", target, body=body, headers=dict(headers))
+                status = connection.getresponse().status
+            except (OSError, http.client.HTTPException) as e:
+                if deadline.expired or isinstance(e, TimeoutError):
+                    return Attempt(None, f"timed out after {timeout_s:g} s")
+                return Attempt(None, one_line(f"{type(e).__name__}: {e}", 300))
+            finally:
+                connection.close()
+            if 200 <= status < 300:
+                return Attempt(status, None)
+            return Attempt(status, f"HTTP {status}")
+        return Attempt(None, problem)
 
 
 def headers_for(secret: str, kind: str, delivery_id: str, body: bytes) -> dict[str, str]:

@@ -53,7 +53,15 @@ from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
 from modelreg.fingerprint import inference_view, runtime_fingerprint
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.webhooks import EVENTS
-from tests.helpers import add_synthetic, key_pair, stored, suite_evidence, synthetic_bytes
+from tests.helpers import (
+    add_synthetic,
+    key_pair,
+    stored,
+    suite_evidence,
+    synthetic_bytes,
+    write_gguf,
+)
+from tests.safety.hostile import HOSTILE_TEMPLATES, hostile_template
 
 settings.register_profile(
     "ci",
@@ -209,6 +217,7 @@ class RegistryMachine(RuleBasedStateMachine):
         os.environ["MODELREG_HOME"] = str(self.dir / "home")
         self.schema: str | None = None
         self.registry = modelreg.open(self._url())
+        self.registry.allow_webhook_hosts(["127.0.0.1"])  # the machine's hooks are on loopback
         # The second reader: the same database, read from a host with nothing of its own.
         self.team = modelreg.open(self.registry.url)
         self.memory = 16
@@ -400,6 +409,7 @@ class RegistryMachine(RuleBasedStateMachine):
             "license unknown: give --license",
             "identity_mismatch: size label '70B' (model_id): the tensors hold 1,001 parameters",
             "recipe_mismatch: the recipe says Q8_0, the tensors are F32",
+            "unsafe_pickle: model.pt: pickle global posix.system",
         ):
             record = self._add(MODEL2, hold_reasons=[hold])
             self.held_by_facts.add(record)
@@ -432,6 +442,35 @@ class RegistryMachine(RuleBasedStateMachine):
     @rule(target=records, second=st.booleans())
     def add(self, second: bool = False) -> Any:
         return self._add(MODEL2 if second else MODEL)
+
+    @precondition(lambda self: len(self.added) < 9)
+    @rule(target=records, which=st.sampled_from([name for name, _, _ in HOSTILE_TEMPLATES]))
+    def add_hostile_template(self, which: str) -> Any:
+        """Invariant 15: a GGUF whose chat template reaches Python internals (or gates an
+        instruction on what the user says) is held at add, by the audit of ``add`` itself,
+        before anything renders it — never deployable, whatever its runs say."""
+        self.next_id += 1
+        path = self.dir / f"hostile-{self.next_id}.gguf"
+        write_gguf(
+            path,
+            {"token_embd.weight": (4, 8)},
+            metadata={"tokenizer.chat_template": hostile_template(which)},
+        )
+        added = self.registry.add(
+            [path],
+            model_id=MODEL,
+            source=f"pypi://hostile=={self.next_id}",
+            license_id="mit",
+            actor="machine",
+        )
+        record_id = added.record.record_id
+        verdict = self.registry.deployability(record_id, TARGET)
+        assert "unsafe_template" in [r.code for r in verdict.reasons], verdict.reasons
+        if record_id not in self.model_of:
+            self.added.append(record_id)
+            self.model_of[record_id] = MODEL
+        self.held_by_facts.add(record_id)
+        return record_id
 
     @precondition(lambda self: len(self.added) < 9)
     @rule(target=records)
@@ -1251,6 +1290,7 @@ def test_a_tour_of_the_machine_reaches_every_reason(monkeypatch: pytest.MonkeyPa
             machine.a_failed_build_and_an_edited_target,
             machine.a_copy_found_gone,
             machine.add_community_quant,
+            lambda: machine.add_hostile_template(HOSTILE_TEMPLATES[0][0]),
         ]
         for step in steps:
             step()

@@ -20,9 +20,9 @@ from modelreg.schemas.output import (
     TokenCreateOutput,
     TokenRevokeOutput,
     TokensOutput,
-    WebhookAttemptOut,
     WebhookCreateOutput,
     WebhookDeliverOutput,
+    WebhookHostsOutput,
     WebhookRemoveOutput,
     WebhooksOutput,
 )
@@ -163,14 +163,50 @@ class Team(Core):
         actor: str | None = None,
     ) -> WebhookCreateOutput:
         """Send ``events`` (kinds of ``modelreg.webhooks.EVENTS``) to ``url`` from now on, each
-        delivery signed with ``secret`` (a new one when None; it is in this output only)."""
+        delivery signed with ``secret`` (a new one when None; it is in this output only, and
+        stored sealed with this host's webhook key: ``modelreg.sealing``). A URL whose host
+        is, or resolves to, a loopback, link-local or private address is refused unless the
+        host is allowed (``allow_webhook_hosts``)."""
+        from modelreg import sealing
         from modelreg.registry.hooks import Webhooks
-        from modelreg.webhooks import new_secret, parse_events, parse_secret, parse_url
+        from modelreg.registry.settings import Settings
+        from modelreg.webhooks import check_url, new_secret, parse_events, parse_secret, parse_url
 
         the_url, kinds = parse_url(url), parse_events(events)
         the_secret = new_secret() if secret is None else parse_secret(secret)
-        stored = Webhooks(self.store).add(the_url, kinds, the_secret, actor or config.actor())
+        check_url(the_url, Settings(self.store).webhook_hosts())
+        try:
+            sealed = sealing.seal(the_secret, the_url, sealing.host_key(create=True))
+        except (sealing.NoKey, OSError) as exc:
+            raise InvalidInput(
+                f"cannot seal the webhook's secret: {exc}",
+                f"give this host a webhook key: ${sealing.KEY_ENV} (32 bytes, base64)",
+            ) from None
+        stored = Webhooks(self.store).add(the_url, kinds, sealed, actor or config.actor())
         return WebhookCreateOutput(webhook=_webhook_out(stored), secret=the_secret)
+
+    def allow_webhook_hosts(
+        self,
+        hosts: Sequence[str] = (),
+        *,
+        remove: Sequence[str] = (),
+        why: str | None = None,
+        actor: str | None = None,
+    ) -> WebhookHostsOutput:
+        """Allow webhooks to ``hosts`` (by name, as URLs write them) although they are, or
+        resolve to, loopback, link-local or private addresses; ``remove`` takes hosts off
+        the list. Nothing given: the list as it is."""
+        from modelreg.registry.settings import Settings
+        from modelreg.webhooks import parse_host
+
+        _check_why(why)
+        added, taken = [parse_host(h) for h in hosts], {parse_host(h) for h in remove}
+        settings = Settings(self.store)
+        now = [h for h in dict.fromkeys([*settings.webhook_hosts(), *added]) if h not in taken]
+        changed = bool(added or taken) and settings.set_webhook_hosts(
+            now, actor or config.actor(), why
+        )
+        return WebhookHostsOutput(allowed_hosts=sorted(now), changed=changed)
 
     def webhooks(self, *, include_removed: bool = False) -> WebhooksOutput:
         """Every webhook (never its secret) with its deliveries by status and the newest
@@ -204,52 +240,21 @@ class Team(Core):
         backoff_s: float = BACKOFF_S,
         max_attempts: int = MAX_ATTEMPTS,
         limit: int = 50,
+        wait: bool = True,
     ) -> WebhookDeliverOutput:
-        """One pass over the outbox: every due delivery (at most ``limit``) is claimed and
-        POSTed once; a failed attempt is due again after a backoff, and given up after
-        ``max_attempts``. Senders in other processes share the outbox (a claimed attempt is
-        nobody else's), and a sender that dies mid-attempt leaves it due once its lease ends."""
-        from modelreg.registry.hooks import Webhooks
-        from modelreg.webhooks import backoff_s as wait_after
-        from modelreg.webhooks import headers_for, payload, post
+        """One pass over the outbox (``modelreg.webhook_sender``): every due delivery (at most
+        ``limit``) is claimed and POSTed once, each webhook in its own lane so a slow one
+        delays no other; an attempt has ``timeout_s`` in all. A failed attempt is due again
+        after a backoff, and given up after ``max_attempts``. Senders in other processes
+        share the outbox (a claimed attempt is nobody else's), and a sender that dies
+        mid-attempt leaves it due once its lease ends. ``wait=False`` (a server's loop)
+        returns without waiting for the lanes, which record their own outcomes."""
+        from modelreg.webhook_sender import Policy, deliver_pass
 
         if not (0 < timeout_s <= 300 and 0 <= backoff_s <= 3600 and 1 <= max_attempts <= 100):
             raise InvalidInput(
                 "webhook delivery needs 0 < timeout ≤ 300 s, 0 ≤ backoff ≤ 3600 s and "
                 "1-100 attempts"
             )
-        hooks = Webhooks(self.store)
-        # A POST is at most a connect, a send and a read, each within the timeout.
-        lease_s = 3 * timeout_s + 30
-        attempts = []
-        for due in hooks.due(limit):
-            if not hooks.claim(due, lease_s):
-                continue  # another sender took it
-            body = payload(due.event, due.delivery_id)
-            headers = headers_for(due.secret, due.event.kind, due.delivery_id, body)
-            sent = post(due.url, body, headers, timeout_s)
-            attempt = due.attempts + 1
-            retry = None
-            if not sent.delivered and attempt < max_attempts:
-                retry = wait_after(attempt, backoff_s)
-            status = hooks.finish(due, sent.status, sent.error, retry)
-            attempts.append(
-                WebhookAttemptOut(
-                    webhook_id=due.webhook_id,
-                    delivery_id=due.delivery_id,
-                    event=due.event.kind,
-                    event_id=due.event.id,
-                    attempt=attempt,
-                    status=status,
-                    http_status=sent.status,
-                    error=sent.error,
-                    retry_in_s=retry,
-                )
-            )
-        return WebhookDeliverOutput(
-            attempts=attempts,
-            delivered=sum(a.status == "delivered" for a in attempts),
-            retrying=sum(a.status == "pending" for a in attempts),
-            failed=sum(a.status == "failed" for a in attempts),
-            pending=hooks.pending(),
-        )
+        policy = Policy(timeout_s, backoff_s, max_attempts)
+        return deliver_pass(self.store, policy, limit=limit, wait=wait)

@@ -481,6 +481,34 @@ def webhooks_remove(
     return 0
 
 
+@webhooks_app.command("permit")
+def webhooks_permit(
+    ctx: typer.Context,
+    hosts: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[HOST]...", help="Hosts as webhook URLs name them."),
+    ] = None,
+    remove: Annotated[
+        list[str] | None,
+        typer.Option("--remove", metavar="HOST", help="Take a host off the list (repeatable)."),
+    ] = None,
+    why: WhyOption = None,
+    json_out: JsonOption = False,
+) -> int:
+    """Allow webhooks to hosts that are, or resolve to, loopback, link-local or private
+    addresses (refused otherwise: a webhook must not reach into the network its sender runs
+    in unless someone allowed that host by name). No HOST: print the list."""
+    allowed = registry(ctx).allow_webhook_hosts(hosts or [], remove=remove or [], why=why)
+    if json_out:
+        emit(allowed)
+        return 0
+    for host in allowed.allowed_hosts:
+        out(host)
+    if not allowed.allowed_hosts:
+        say("no host permitted on non-public addresses — add one: modelreg webhooks permit HOST")
+    return 0
+
+
 @webhooks_app.command("deliver")
 def webhooks_deliver(
     ctx: typer.Context,
@@ -492,7 +520,8 @@ def webhooks_deliver(
         typer.Option("--interval", min=0.1, max=3600, help="Seconds between passes (--watch)."),
     ] = 2.0,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, max=300, help="Seconds per POST.")
+        float,
+        typer.Option("--timeout", min=0.1, max=300, help="Seconds per POST, all told."),
     ] = 10.0,
     json_out: JsonOption = False,
 ) -> int:
@@ -519,6 +548,8 @@ def webhooks_deliver(
                     f"{passed.delivered} delivered, {passed.retrying} to retry, "
                     f"{passed.failed} given up; {passed.pending} pending"
                 )
+            if passed.unsigned:
+                say(f"{passed.unsigned} left pending: {passed.unsigned_reason}")
         if not watch:
             break
         try:

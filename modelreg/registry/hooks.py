@@ -1,9 +1,15 @@
 """Webhooks' storage: the hooks and their outbox (migration 0010).
 
 ``enqueue`` runs inside the transaction that writes an event (``Writes.event``): the outbox
-rows commit with it or not at all. Sending (``api.team.Team.deliver_webhooks``) claims one
-due row at a time with a conditional UPDATE, so any number of senders (server workers, a
-``webhooks deliver`` loop) share one outbox without sending an attempt twice.
+rows commit with it or not at all. Sending (``modelreg.webhook_sender``) claims one due row at
+a time with a conditional UPDATE, so any number of senders (server workers, a ``webhooks
+deliver`` loop) share one outbox without sending an attempt twice.
+
+Removal is final: ``remove`` cancels every pending row of the hook, those claimed by an
+attempt in flight included; ``due`` and ``claim`` skip removed hooks (a row enqueued by an
+event that committed after the hook was read as live is never sent); and ``finish`` records
+an outcome only on a row still pending, still claimed by that attempt, of a hook not
+removed — an attempt that ends after the removal leaves the row cancelled.
 """
 
 from __future__ import annotations
@@ -11,8 +17,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import exists, update
 from sqlmodel import Session, col, func, select
 
 from modelreg.clock import utcnow
@@ -53,7 +60,8 @@ class DueDelivery:
     delivery_id: str
     attempts: int
     url: str
-    secret: str
+    secret: str  # as given: only a webhook added before migration 0011 has one here
+    sealed_secret: str | None  # modelreg.sealing: every other webhook's secret
     event: Event
 
 
@@ -86,12 +94,16 @@ class Webhooks:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def add(self, url: str, events: tuple[str, ...], secret: str, actor: str) -> StoredWebhook:
+    def add(
+        self, url: str, events: tuple[str, ...], sealed_secret: str, actor: str
+    ) -> StoredWebhook:
+        """A new webhook; its secret is given sealed (``modelreg.sealing``)."""
         with self.store.write() as tx:
             row = WebhookRow(
                 url=url,
                 events=",".join(events),
-                secret=secret,
+                secret="",
+                sealed_secret=sealed_secret,
                 created_at=utcnow(),
                 created_by=actor,
             )
@@ -102,8 +114,9 @@ class Webhooks:
             return _stored(row, {}, None)  # new: no delivery counted, none attempted
 
     def remove(self, hook_id: int, actor: str, why: str | None) -> tuple[bool, int]:
-        """Stop sending to a webhook; its pending deliveries are cancelled. Returns whether
-        this removed it (False: removed before) and how many deliveries it cancelled;
+        """Stop sending to a webhook; its pending deliveries are cancelled, those an attempt
+        in flight has claimed too (its outcome will not be recorded). Returns whether this
+        removed it (False: removed before) and how many deliveries it cancelled;
         ``LookupError`` when there is no such webhook."""
         with self.store.write() as tx:
             row = tx.session.get(WebhookRow, hook_id)
@@ -188,19 +201,24 @@ class Webhooks:
             )
 
     def due(self, limit: int = 50) -> list[DueDelivery]:
-        """Pending deliveries whose next attempt is due, oldest event first."""
+        """Pending deliveries of live webhooks whose next attempt is due, oldest event
+        first."""
         d, w = WebhookDeliveryRow, WebhookRow
         with self.store.read() as reads:
             rows = reads.session.exec(
-                select(d, w.url, w.secret, EventRow)
+                select(d, w, EventRow)
                 .join(w, col(w.id) == col(d.webhook_id))
                 .join(EventRow, col(EventRow.id) == col(d.event_id))
-                .where(col(d.status) == PENDING, col(d.next_attempt_at) <= utcnow())
+                .where(
+                    col(d.status) == PENDING,
+                    col(d.next_attempt_at) <= utcnow(),
+                    col(w.removed_at).is_(None),
+                )
                 .order_by(col(d.event_id), col(d.id))
                 .limit(limit)
             ).all()
             due = []
-            for delivery, url, secret, event in rows:
+            for delivery, hook, event in rows:
                 assert delivery.id is not None
                 due.append(
                     DueDelivery(
@@ -208,12 +226,23 @@ class Webhooks:
                         delivery.webhook_id,
                         delivery.delivery_id,
                         delivery.attempts,
-                        url,
-                        secret,
+                        hook.url,
+                        hook.secret,
+                        hook.sealed_secret,
                         Event.from_row(event),
                     )
                 )
             return due
+
+    def seal_secret(self, hook_id: int, sealed_secret: str) -> None:
+        """Replace a webhook's secret as given (added before migration 0011) by its sealed
+        value."""
+        with self.store.write() as tx:
+            tx.session.execute(
+                update(WebhookRow)
+                .where(col(WebhookRow.id) == hook_id, col(WebhookRow.sealed_secret).is_(None))
+                .values(secret="", sealed_secret=sealed_secret)
+            )
 
     def claim(self, due: DueDelivery, lease_s: float) -> bool:
         """Take ``due``'s next attempt: True when no other sender took it first. The attempt
@@ -228,6 +257,7 @@ class Webhooks:
                     col(d.status) == PENDING,
                     col(d.attempts) == due.attempts,
                     col(d.next_attempt_at) <= now,
+                    _hook_live(),
                 )
                 .values(
                     attempts=due.attempts + 1,
@@ -241,19 +271,30 @@ class Webhooks:
         self, due: DueDelivery, status: int | None, error: str | None, retry_in_s: float | None
     ) -> str:
         """Record a claimed attempt's outcome: delivered, due again in ``retry_in_s`` or (None)
-        failed for good. Returns the delivery's status."""
+        failed for good — only while the row is still pending, still this attempt's (no lease
+        ran out and let another sender claim it) and its webhook not removed. Returns the
+        delivery's status: the outcome, or the row's own status when it was not this
+        attempt's to record (``cancelled`` after a removal)."""
         d = WebhookDeliveryRow
         outcome = DELIVERED if error is None else PENDING if retry_in_s is not None else FAILED
         values: dict[str, object] = {"status": outcome, "last_status": status, "last_error": error}
         if retry_in_s is not None:
             values["next_attempt_at"] = utcnow() + timedelta(seconds=retry_in_s)
         with self.store.write() as tx:
-            tx.session.execute(
+            recorded = tx.session.execute(
                 update(d)
-                .where(col(d.id) == due.id, col(d.attempts) == due.attempts + 1)
+                .where(
+                    col(d.id) == due.id,
+                    col(d.attempts) == due.attempts + 1,
+                    col(d.status) == PENDING,
+                    _hook_live(),
+                )
                 .values(**values)
             )
-        return outcome
+            if recorded.rowcount == 1:  # type: ignore[attr-defined]
+                return outcome
+            row = tx.session.get(d, due.id)
+            return CANCELLED if row is None else row.status
 
     def deliveries_of(self, event_ids: list[int]) -> dict[int, list[tuple[int, str]]]:
         """event id -> [(webhook id, status)] (what the outbox holds for those events)."""
@@ -266,6 +307,12 @@ class Webhooks:
         for event_id, hook_id, status in rows:
             found.setdefault(event_id, []).append((hook_id, status))
         return found
+
+
+def _hook_live() -> Any:
+    """The delivery row's webhook is not removed (a condition of an UPDATE of the outbox)."""
+    w, d = WebhookRow, WebhookDeliveryRow
+    return exists().where(col(w.id) == col(d.webhook_id), col(w.removed_at).is_(None))
 
 
 def _shown(url: str) -> str:

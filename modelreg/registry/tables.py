@@ -279,8 +279,10 @@ class ApiTokenRow(SQLModel, table=True):
 
 class WebhookRow(SQLModel, table=True):
     """A receiver of events (migration 0010): the kinds it is sent and the secret its
-    deliveries are signed with (kept: a signature needs it; never shown after ``webhooks
-    add``). Removed hooks keep their row, so their deliveries keep their history."""
+    deliveries are signed with, sealed with a key outside the database (``sealed_secret``,
+    migration 0011, ``modelreg.sealing``; ``secret`` is empty then, and holds the secret as
+    given only for a webhook added before 0011 until a sender seals it). Never shown after
+    ``webhooks add``. Removed hooks keep their row, so their deliveries keep their history."""
 
     __tablename__ = "webhooks"
 
@@ -288,6 +290,7 @@ class WebhookRow(SQLModel, table=True):
     url: str = Field(max_length=2000)
     events: str = Field(max_length=500)  # comma-separated event kinds
     secret: str = Field(max_length=200)
+    sealed_secret: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     created_at: datetime = Field(default_factory=utcnow, sa_column=_when())
     created_by: str = Field(max_length=200)
     removed_at: datetime | None = Field(
@@ -390,11 +393,14 @@ class VerdictRow(SQLModel, table=True):
     rules_version: int
 
 
-class RegistrySettingRow(SQLModel, table=True):
-    """Settings of the registry itself (migration 0011), e.g. the rules version its verdicts
-    were derived under."""
+class SettingRow(SQLModel, table=True):
+    """A registry-wide setting (migration 0011), by name: e.g. ``webhooks.allowed_hosts``, the
+    hosts on loopback, link-local or private addresses webhooks may be sent to. Each change
+    is also an event (``setting``)."""
 
     __tablename__ = "registry_settings"
 
-    name: str = Field(primary_key=True, max_length=64)
+    name: str = Field(primary_key=True, max_length=100)
     value: str = Field(sa_column=Column(Text, nullable=False))
+    updated_at: datetime = Field(default_factory=utcnow, sa_column=_when())
+    updated_by: str = Field(max_length=200)

@@ -33,6 +33,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import col
 
 from modelreg import rules
+from modelreg.clock import utcnow
 from modelreg.errors import ModelregError
 from modelreg.fingerprint import (
     Fingerprint,
@@ -48,9 +49,9 @@ from modelreg.registry.tables import (
     PromotionRow,
     RecordLocationRow,
     RecordRow,
-    RegistrySettingRow,
     RunRow,
     RuntimeReportRow,
+    SettingRow,
     TargetRow,
     VerdictRow,
 )
@@ -481,10 +482,10 @@ def settle_everything(writes: Writes) -> int:
     """Derive every stored verdict again (after an upgrade, or under other rules) and record
     the rules version they were derived under."""
     derived = settle(writes, Dirty(everything=True))
-    row = writes.session.get(RegistrySettingRow, RULES_SETTING)
+    row = writes.session.get(SettingRow, RULES_SETTING)
     if row is None:
-        row = RegistrySettingRow(name=RULES_SETTING, value=str(RULES_VERSION))
-    row.value = str(RULES_VERSION)
+        row = SettingRow(name=RULES_SETTING, value=str(RULES_VERSION), updated_by="modelreg")
+    row.value, row.updated_at = str(RULES_VERSION), utcnow()
     writes.session.add(row)
     return derived
 
@@ -524,7 +525,7 @@ def drift(reads: Reads) -> list[str]:
 
 def rules_version_stored(reads: Reads) -> int | None:
     """The rules version the stored verdicts were derived under (None: never derived)."""
-    row = reads.session.get(RegistrySettingRow, RULES_SETTING)
+    row = reads.session.get(SettingRow, RULES_SETTING)
     return int(row.value) if row is not None else None
 
 

@@ -892,9 +892,10 @@ class WebhookAttemptOut(_Out):
     event: str
     event_id: int
     attempt: int
-    status: Literal["delivered", "pending", "failed"] = Field(
-        description="After this attempt: delivered, pending (retried later) or failed (given "
-        "up after the last attempt)."
+    status: Literal["delivered", "pending", "failed", "cancelled"] = Field(
+        description="After this attempt: delivered, pending (retried later), failed (given "
+        "up after the last attempt) or cancelled (the webhook was removed while it was in "
+        "flight: its outcome is not recorded and it is never sent again)."
     )
     http_status: int | None
     error: str | None
@@ -906,7 +907,22 @@ class WebhookDeliverOutput(Output):
     delivered: int
     retrying: int
     failed: int
+    cancelled: int = Field(0, description="Attempts whose webhook was removed in flight.")
+    unsigned: int = Field(
+        0,
+        description="Due deliveries this host left pending: it cannot open their webhook's "
+        "secret (no webhook key, or another one; see unsigned_reason).",
+    )
+    unsigned_reason: str | None = Field(None, description="Why, when unsigned is not 0.")
     pending: int = Field(description="Deliveries still pending after this pass (due or not).")
+
+
+class WebhookHostsOutput(Output):
+    """The hosts webhooks may be sent to although they are (or resolve to) loopback,
+    link-local or private addresses."""
+
+    allowed_hosts: list[str]
+    changed: bool
 
 
 class ImportedRunOut(_Out):
@@ -1085,6 +1101,7 @@ COMMAND_OUTPUTS: dict[str, type[BaseModel]] = {
     "webhooks-list": WebhooksOutput,
     "webhooks-remove": WebhookRemoveOutput,
     "webhooks-deliver": WebhookDeliverOutput,
+    "webhooks-permit": WebhookHostsOutput,
     "host-report": HostReportOutput,
     "deploy": DeployOutput,
 }

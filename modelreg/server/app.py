@@ -971,13 +971,14 @@ def start_deliverer(
 ) -> threading.Thread:
     """Send the webhooks' outbox every ``interval_s`` from a daemon thread (every worker
     process runs one: the outbox's claims keep them from sending an attempt twice). A pass
-    that fails (the database away) is logged and tried again."""
+    that fails (the database away) is logged and tried again. A pass does not wait for the
+    webhooks' lanes: a slow receiver keeps its own lane while the others are sent to."""
     stopped = stop or threading.Event()
 
     def deliver() -> None:
         while not stopped.wait(interval_s):
             try:
-                registry.deliver_webhooks()
+                registry.deliver_webhooks(wait=False)
             except Exception:
                 log.warning("webhook delivery pass failed", exc_info=True)
 

@@ -4,7 +4,9 @@
   ``modelreg_http_request_duration_seconds{route,method}`` (a histogram): every request,
   counted by the guard in front of the app (the event loop's fast reads too). ``route`` is the
   endpoint's path template (``/api/v1/records/{record_id}``), never the raw path: a scanner
-  asking a million paths adds one series, ``unmatched``.
+  asking a million paths adds one series, ``unmatched``. ``method`` is one of the methods of
+  RFC 9110 or ``other``: the HTTP parser accepts any token as a method, and a label per token
+  let anyone grow the exposition without bound.
 - ``modelreg_production_entries{target,verdict}``: production entries by their verdict now
   (deployable, stale, held, failing, uncounted, unverified) — from the same derivation
   ``status`` serves, at scrape time.
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 VERDICTS = ("deployable", "stale", "held", "failing", "uncounted", "unverified")
+METHODS = frozenset(
+    ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
+)
 
 
 class _RegistryState(Collector):
@@ -120,6 +125,12 @@ def route_of(scope: Scope) -> str:
     return scope.get("modelreg.route") or "unmatched"
 
 
+def method_of(scope: Scope) -> str:
+    """The request's method as a label: a method of RFC 9110 as it is, any other ``other``."""
+    method = scope.get("method", "GET")
+    return method if method in METHODS else "other"
+
+
 def timed(
     metrics: Metrics, scope: Scope, send: Send
 ) -> tuple[Callable[[Message], Any], Callable[[], None]]:
@@ -133,8 +144,6 @@ def timed(
         await send(message)
 
     def done() -> None:
-        metrics.observe(
-            route_of(scope), scope.get("method", "GET"), status[0], time.perf_counter() - started
-        )
+        metrics.observe(route_of(scope), method_of(scope), status[0], time.perf_counter() - started)
 
     return sending, done

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ SEED_BOXES = (
 
 
 @pytest.fixture
-def boxes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def boxes(cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = tmp_path / "targets.yaml"
     spec.write_text(
         "targets:\n"
@@ -32,6 +33,7 @@ def boxes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "  box-21gib:\n    cpu_flags: [avx2]\n    memory_gib: 21\n"
     )
     monkeypatch.setenv("MODELREG_TARGETS", str(spec))
+    assert cli("targets", "apply")[0] == 0
 
 
 def test_the_seeds_30b_question_is_answered_for_16_and_21_gib(cli, boxes: None) -> None:

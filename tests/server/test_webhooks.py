@@ -39,6 +39,10 @@ def test_only_a_releaser_manages_webhooks(
 
     bad = client_of("releaser").post("/api/v1/webhooks", json={"url": "file:///etc/passwd"})
     assert bad.status_code == 422 and "is not http(s)" in bad.json()["error"]["message"]
+    inside = client_of("releaser").post("/api/v1/webhooks", json=body)  # loopback: refused
+    assert inside.status_code == 422, inside.text
+    assert "127.0.0.1 is a loopback address" in inside.json()["error"]["message"]
+    served.registry.allow_webhook_hosts(["127.0.0.1"], why="the test's receiver")
     created = client_of("releaser").post("/api/v1/webhooks", json=body)
     assert created.status_code == 201, created.text
     hook, secret = created.json()["webhook"], created.json()["secret"]

@@ -15,8 +15,9 @@ A verdict is a function of the registry's rows alone, whichever host asks:
   fetch, a push or ``modelreg locate RECORD --check`` verifies them.
 - ``verdicts``: each record's verdict on each target it has runs or promotions on, written
   with every write that can change it; ``registry_settings`` holds the rules version they
-  were derived under (modelreg derives them all when it is not its own: on SQLite when the
-  registry is opened, on PostgreSQL at ``modelreg db upgrade``).
+  were derived under (modelreg derives them all when it is not its own: the first process of
+  a modelreg that opens the registry, or ``modelreg db upgrade``), and later other registry-wide
+  settings (``registry.settings``).
 - ``runs.purpose``: why a run that never counts was made (one_off, missing_bytes,
   investigate, drill).
 - Shared target definitions carry their trusted keys and suite with them: each key or suite
@@ -151,8 +152,10 @@ def upgrade() -> None:
     op.create_index("ix_verdicts_model", "verdicts", ["model_id", "target"])
     op.create_table(
         "registry_settings",
-        sa.Column("name", sa.String(64), primary_key=True),
+        sa.Column("name", sa.String(100), primary_key=True),
         sa.Column("value", sa.Text(), nullable=False),
+        _when("updated_at"),
+        sa.Column("updated_by", sa.String(200), nullable=False),
     )
     op.add_column("runs", sa.Column("purpose", sa.String(16), nullable=True))
 
