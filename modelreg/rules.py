@@ -550,7 +550,8 @@ def judge(
         changed = sorted(
             k for k in stored.keys() | current.keys() if stored.get(k) != current.get(k)
         )
-        code = _stale_code(changed)
+        # Evidence from before fingerprints names nothing it ran under: its runtime is unknown.
+        code = _stale_code(changed) if stored else ReasonCode.STALE_RUNTIME
         said = observed_by(run) if observed_by is not None else None
         source = f" — as {said} reported" if said and code is ReasonCode.STALE_RUNTIME else ""
         reasons.append(

@@ -232,19 +232,18 @@ def add_synthetic(
         for f in manifest.files:
             (directory / f.path).parent.mkdir(parents=True, exist_ok=True)
             (directory / f.path).write_bytes(b"\0" * (f.bytes or 0))
-        url = file_url(directory)
-        with registry.store.locked(record.model_id) as tx:
-            tx.add_locations(record, [url], "tester")
-            tx.record_location_check(
-                record.id,
-                url,
-                True,
-                "every sha256, hashed by add",
-                "synthetic-host",
-                "add",
-                "tester",
-            )
+        located_as_added(registry, record, file_url(directory))
     return str(record.id)
+
+
+def located_as_added(registry: Any, record: Any, url: str, actor: str = "tester") -> None:
+    """``url`` recorded as the record's location with the check ``add`` records of the one it
+    hashed (synthetic digests are no real bytes': the check is recorded, not read)."""
+    with registry.store.locked(record.model_id) as tx:
+        tx.add_locations(record, [url], actor)
+        tx.record_location_check(
+            record.id, url, True, "every sha256, hashed by add", "synthetic-host", "add", actor
+        )
 
 
 def record_of_files(registry: Any, files: dict[str, bytes], i: int = 1) -> str:
@@ -296,8 +295,8 @@ def record_run(
     ]
     with registry.store.read() as reads:
         attached = reads.model_suites([record.model_id]).get(record.model_id)
-    plan = registry._verify_plan(record, the_target, None, suite, attached, None, None)
-    out = registry._record_results(record, the_target, results, plan, "tester")
+    plan = registry._verify._verify_plan(record, the_target, None, suite, attached, None, None)
+    out = registry._verify._record_results(record, the_target, results, plan, "tester")
     return str(out.run_id)
 
 

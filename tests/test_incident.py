@@ -121,7 +121,7 @@ def test_a_one_off_suite_run_changes_no_verdict_and_no_gate(registry: Any, tmp_p
     assert registry.gate(MODEL, "cpu", sha).passed
     the_record, target = registry.get(record), registry.target("cpu")
     for outcome in ("pass", "fail"):
-        plan = registry._verify_plan(
+        plan = registry._verify._verify_plan(
             the_record, target, None, _suite(tmp_path, f"explore-{outcome}"), None, None, None
         )
         assert plan.exploratory
@@ -135,7 +135,7 @@ def test_a_one_off_suite_run_changes_no_verdict_and_no_gate(registry: Any, tmp_p
                 finished_at=the_record.created_at,
             )
         ]
-        out = registry._record_results(the_record, target, results, plan, "explorer")
+        out = registry._verify._record_results(the_record, target, results, plan, "explorer")
         assert out.exploratory and out.deployability.deployable
         entry = registry.status(MODEL, "cpu").entries[0]
         # Before the fix: STALE ("suite changed") after the pass, FAILING after the failure.
@@ -152,7 +152,7 @@ def test_the_same_suite_given_explicitly_is_not_a_one_off(registry: Any, tmp_pat
     suite = _suite(tmp_path, "attached")
     registry.attach_suite(MODEL, suite)
     attached = stored(registry).model_suites().get(MODEL)
-    plan = registry._verify_plan(
+    plan = registry._verify._verify_plan(
         registry.get(record), registry.target("cpu"), None, suite, attached, None, None
     )
     assert not plan.exploratory

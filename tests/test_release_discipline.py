@@ -121,7 +121,7 @@ def _suite_run(registry: Any, record_id: str, answers: dict[str, str]) -> Any:
     record = registry.get(record_id)
     target = registry.target("cpu")
     attached = stored(registry).model_suites().get(record.model_id)
-    plan = registry._verify_plan(record, target, None, None, attached, None, None)
+    plan = registry._verify._verify_plan(record, target, None, None, attached, None, None)
     evidence = suite_evidence(plan.suite, answers)
     result = SuiteResult.model_validate(evidence["suite_result"])
     now = datetime.now(UTC)
@@ -134,7 +134,7 @@ def _suite_run(registry: Any, record_id: str, answers: dict[str, str]) -> Any:
         started_at=now,
         finished_at=now,
     )
-    return registry._record_results(record, target, [check], plan, "tester")
+    return registry._verify._record_results(record, target, [check], plan, "tester")
 
 
 def test_a_pass_rate_drop_is_judged_against_productions_own_run(

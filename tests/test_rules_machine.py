@@ -354,12 +354,14 @@ class RegistryMachine(RuleBasedStateMachine):
         the_target = for_host(self.registry.target(target))
         model = self.model_of[record_id]
         attached = stored(self.registry).model_suites().get(model)
-        plan = self.registry._verify_plan(record, the_target, None, suite, attached, None, None)
+        plan = self.registry._verify._verify_plan(
+            record, the_target, None, suite, attached, None, None
+        )
         ran = suite or (self.attached if self.suite_rate is not None and model == MODEL else None)
         libraries = [str(self.ggml), str(self.speedups)]
         served = self.serving if target == TARGET else None
         results = _results(outcome, libraries, probe, served, ran)
-        out = self.registry._record_results(record, the_target, results, plan, "machine")
+        out = self.registry._verify._record_results(record, the_target, results, plan, "machine")
         SEEN[f"verify on {target}"] += 1
         if not out.exploratory and target == TARGET and model == MODEL:
             self.last_rate[record_id] = self.suite_rate
@@ -602,7 +604,7 @@ class RegistryMachine(RuleBasedStateMachine):
         change nothing; an honest run is ordered by its signed time, never its claimed times."""
         from datetime import timedelta
 
-        from modelreg.registry.store import new_run_id
+        from modelreg.registry.rows import new_run_id
         from modelreg.signing import load_private_key, run_statement, sign_statement
         from modelreg.targets import for_host
         from modelreg.validators.verify import measured_memory

@@ -14,7 +14,7 @@ import pytest
 import modelreg
 from modelreg.errors import InvalidInput
 from modelreg.fingerprint import runtime_fingerprint
-from modelreg.registry.store import new_run_id
+from modelreg.registry.rows import new_run_id
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.signing import load_private_key, run_statement, sign_statement
 from tests.helpers import PASSING, add_synthetic, key_pair, stored

@@ -478,7 +478,7 @@ def _signed_run(
     """A verify run stored and signed as `verify --sign-key` does (synthetic outcomes)."""
     from datetime import UTC, datetime
 
-    from modelreg.registry.store import new_run_id
+    from modelreg.registry.rows import new_run_id
     from modelreg.schemas.verification import CheckResult, Outcome
     from modelreg.signing import load_private_key
     from tests.helpers import PASSING
@@ -502,7 +502,7 @@ def _signed_run(
     fingerprint = runtime_fingerprint(for_host(registry.target(target)), "llama.cpp")
     run_id = new_run_id()
     key = load_private_key(private)
-    envelope, signer = registry._sign_run(
+    envelope, signer = registry._verify._sign_run(
         record, target, run_id, "synthetic-host", results, fingerprint, key
     )
     with registry.store.locked(record.model_id) as tx:

@@ -22,7 +22,7 @@ from modelreg.schemas.output import (
 )
 
 if TYPE_CHECKING:
-    from modelreg.registry.store import Verification
+    from modelreg.registry.rows import Verification
 
 VERDICTS = ("deployable", "stale", "held", "failing", "uncounted", "unverified")
 FORMATS = ("gguf", "safetensors", "neuron")

@@ -29,10 +29,8 @@ if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
     # imported: `modelreg inspect` needs no database.
     from modelreg.record import Record
-    from modelreg.registry.store import (
-        Store,
-        StoredTarget,
-    )
+    from modelreg.registry.rows import StoredTarget
+    from modelreg.registry.store import Store
     from modelreg.schemas.verification import CheckResult
     from modelreg.targets import Target
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from modelreg import config
 from modelreg.api.core import Core
+from modelreg.api.locations import Locations
+from modelreg.api.status import Status
 from modelreg.errors import InvalidInput
 from modelreg.schemas.output import (
     DeployOutput,
@@ -17,11 +20,21 @@ from modelreg.schemas.output import (
     RuntimeReportOut,
 )
 
+if TYPE_CHECKING:
+    from modelreg.registry.store import Store
+
 RUNTIMES_OF_KIND = {"cpu": ("llama.cpp", "transformers"), "neuron": ("neuron",)}
 
 
 class Fleet(Core):
-    """What the hosts of a target run, as they report it."""
+    """What the hosts of a target run, as they report it; what a deploy host does before its
+    model server starts. Collaborators: ``status`` (production and the gate) and
+    ``locations`` (the fetch)."""
+
+    def __init__(self, store: Store, url: str, *, status: Status, locations: Locations) -> None:
+        super().__init__(store, url)
+        self._status = status
+        self._locations = locations
 
     def host_report(
         self, target: str, *, runtime: str | None = None, actor: str | None = None
@@ -155,7 +168,7 @@ class Fleet(Core):
 
         self._require_model(model_id)
         self.target(target)
-        status = self.status(model_id, target)  # type: ignore[attr-defined]
+        status = self._status.status(model_id, target)
         if not status.entries:
             raise NoProduction(model_id, target)
         (entry,) = status.entries
@@ -172,7 +185,8 @@ class Fleet(Core):
                 ],
             )
         to = to.expanduser().absolute()
-        files = entry.record.files
+        with self.store.read() as reads:
+            files = reads.files([record_id])[record_id]
         already = _holds_exactly(to, [(f.path, f.bytes, f.sha256) for f in files])
         if already:
             fetched = [
@@ -180,10 +194,10 @@ class Fleet(Core):
                 for f in files
             ]
         else:
-            got = self.fetch(record_id, to, progress=progress, on_start=on_start)  # type: ignore[attr-defined]
+            got = self._locations.fetch(record_id, to, progress=progress, on_start=on_start)
             fetched = got.files
         # Gated after the bytes arrived: what is kept is what was production when it was done.
-        gates = [self.gate(model_id, target, f.sha256) for f in fetched]  # type: ignore[attr-defined]
+        gates = [self._status.gate(model_id, target, f.sha256) for f in fetched]
         failed = next((g for g in gates if not g.passed), None)
         gate = failed or gates[0]
         runtime_check = self._runtime_check(record_id, target) if check_runtime else None

@@ -58,22 +58,21 @@ def _functions() -> list[tuple[str, Callable[..., Any]]]:
 
 def public_methods() -> Iterator[tuple[str, str, Callable[..., Any]]]:
     """(part, name, function) of every public method of ``Registry``, by the part of the
-    package that defines it, in source order."""
+    package that defines it (its module), in source order within each part."""
     from modelreg.api import Registry
+    from modelreg.api.delegate import Delegate
 
-    seen: set[str] = set()
-    for klass in Registry.__mro__:
-        if klass is object or not klass.__module__.startswith("modelreg."):
+    found: list[tuple[str, str, Callable[..., Any]]] = []
+    for name, member in vars(Registry).items():
+        if name.startswith("_"):
             continue
-        members = [
-            (name, member)
-            for name, member in vars(klass).items()
-            if not name.startswith("_") and inspect.isfunction(member) and name not in seen
-        ]
-        members.sort(key=lambda m: inspect.getsourcelines(m[1])[1])
-        for name, member in members:
-            seen.add(name)
-            yield klass.__module__, name, member
+        if isinstance(member, Delegate):
+            found.append((member.method.__module__, name, member.method))
+        elif inspect.isfunction(member):
+            found.append((Registry.__module__, name, member))
+    parts = list(dict.fromkeys(module for module, _, _ in found))
+    found.sort(key=lambda m: (parts.index(m[0]), inspect.getsourcelines(m[2])[1]))
+    yield from found
 
 
 def _signature(name: str, function: Callable[..., Any]) -> str:

@@ -29,7 +29,8 @@ from modelreg.schemas.output import (
 )
 
 if TYPE_CHECKING:
-    from modelreg.registry.store import Promotion, Reads
+    from modelreg.registry.reads import Reads
+    from modelreg.registry.rows import Promotion
     from modelreg.targets import Target
 
 

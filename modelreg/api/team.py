@@ -31,9 +31,7 @@ from modelreg.webhooks import BACKOFF_S, DEFAULT_EVENTS, MAX_ATTEMPTS, TIMEOUT_S
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
     # imported: `modelreg inspect` needs no database.
-    from modelreg.registry.store import (
-        StoredToken,
-    )
+    from modelreg.registry.rows import StoredToken
 
 
 class Team(Core):

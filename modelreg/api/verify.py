@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelreg import config, rules
-from modelreg.api.core import Core, _check_uploaded, _check_why
+from modelreg.api.core import Core
+from modelreg.api.locations import Locations
 from modelreg.api.views import (
-    _imported_out,
     _reason_out,
-    _suite_output,
     deployability_out,
     record_out,
 )
@@ -32,16 +31,11 @@ from modelreg.judging import (
     runtime_of,
     suite_in_force,
     suite_label,
-    trust_policy,
 )
 from modelreg.rules import (
     Reason,
 )
 from modelreg.schemas.output import (
-    ImportedRunsOutput,
-    SuiteCaseOutput,
-    SuiteOutput,
-    UploadRunOutput,
     VerifyOutput,
     VerifyStaleOutput,
 )
@@ -51,8 +45,9 @@ if TYPE_CHECKING:
     # imported: `modelreg inspect` needs no database.
     from modelreg.progress import ProgressCallback, VerifyProgress
     from modelreg.record import Record
-    from modelreg.registry.store import Writes
+    from modelreg.registry.store import Store
     from modelreg.registry.tables import ModelSuiteRow
+    from modelreg.registry.writes import Writes
     from modelreg.schemas.suite import Suite, SuiteResult
     from modelreg.schemas.verification import CheckResult
     from modelreg.targets import Target
@@ -76,7 +71,12 @@ class _VerifyPlan:
 
 
 class Verify(Core):
-    """Verify: running the checks on a target and recording their results (local, uploaded)."""
+    """Verify: running the checks on a target and recording their results. Collaborator:
+    ``locations`` (``verify --fetch`` takes the bytes from the recorded locations)."""
+
+    def __init__(self, store: Store, url: str, *, locations: Locations) -> None:
+        super().__init__(store, url)
+        self._locations = locations
 
     def verify(
         self,
@@ -91,7 +91,7 @@ class Verify(Core):
         actor: str | None = None,
         progress: ProgressCallback | None = None,
         fetch: bool = False,
-        _warm_llama_child: RuntimeChild | None = None,
+        prestarted: RuntimeChild | None = None,
     ) -> VerifyOutput:
         """Run the record's required checks on ``target``, store every result with its
         evidence and fingerprint, and say whether it is now deployable there.
@@ -103,8 +103,9 @@ class Verify(Core):
         ``reference``: a record of the same tokenizer to measure agreement against (greedy
         top-1 and mean KL over a fixed text), judged by the suite's agreement thresholds.
         ``sign_key`` (or ``$MODELREG_SIGNING_KEY``): sign the run as an in-toto statement.
-        (``_warm_llama_child``, internal: a llama.cpp child the CLI started early; used or
-        killed.)
+        ``prestarted``: a llama.cpp runtime child started beforehand
+        (``modelreg.validators.llama_child.prestart``), so that it starts while the registry
+        is read; used, or discarded when nothing runs.
         ``progress``: called with a ``modelreg.progress.ProgressEvent`` as each check starts
         and ends (and per suite case where one is observable); None: silent.
         ``fetch``: take the files from the record's recorded locations (every sha256 checked
@@ -154,8 +155,8 @@ class Verify(Core):
             )
             plan = dataclasses.replace(plan, at_root=path is None)
         except BaseException:
-            if _warm_llama_child is not None:
-                _warm_llama_child.discard()
+            if prestarted is not None:
+                prestarted.discard()
             raise
         import time
 
@@ -165,8 +166,8 @@ class Verify(Core):
         verdict = "error"
         missing = sorted(name for name, where in files.items() if not where.is_file())
         if missing:
-            if _warm_llama_child is not None:
-                _warm_llama_child.discard()
+            if prestarted is not None:
+                prestarted.discard()
             verdict = "missing_bytes"
             try:
                 return self._missing_bytes(record, the_target, files, missing, path, plan, actor)
@@ -179,7 +180,7 @@ class Verify(Core):
                 )
         try:
             done = self._verify(
-                record, the_target, files, plan, signatures, actor, _warm_llama_child, watcher
+                record, the_target, files, plan, signatures, actor, prestarted, watcher
             )
             verdict = "deployable" if done.deployability.deployable else "not_deployable"
             return done
@@ -203,7 +204,7 @@ class Verify(Core):
 
             shutil.rmtree(cache, ignore_errors=True)
             cache.parent.mkdir(parents=True, exist_ok=True)
-            self.fetch(record.id, cache)  # type: ignore[attr-defined]
+            self._locations.fetch(record.id, cache)
         return cache
 
     def _missing_bytes(
@@ -219,7 +220,7 @@ class Verify(Core):
         """A verify whose files are not here: recorded, never counted (``missing_bytes``)."""
         from modelreg import host
         from modelreg.clock import utcnow
-        from modelreg.registry.store import new_run_id
+        from modelreg.registry.rows import new_run_id
         from modelreg.schemas.verification import CheckResult, Outcome
 
         where = str(path) if path is not None else str(record.root)
@@ -419,7 +420,7 @@ class Verify(Core):
         through here with synthetic check results.)"""
         from modelreg import host
         from modelreg.fingerprint import is_inference_library, libraries_of
-        from modelreg.registry.store import new_run_id
+        from modelreg.registry.rows import new_run_id
         from modelreg.validators.verify import exercised_runtime, measured_memory
 
         # Declared ⇒ exercised: a pass of the bundled runtime says nothing of a declared other.
@@ -647,301 +648,3 @@ class Verify(Core):
             except NotDeployable as exc:
                 skipped += [_reason_out(r) for r in exc.reasons]
         return VerifyStaleOutput(target=target, runs=runs, skipped=skipped)
-
-    def attach_suite(
-        self,
-        model_id: str,
-        suite_ref: str | Path,
-        *,
-        why: str | None = None,
-        actor: str | None = None,
-    ) -> SuiteOutput:
-        """Attach a golden suite to a model: every verify of its records runs it, and runs
-        under any other suite stop counting ("stale: suite changed"). The suite is a versioned
-        decision: replacing an attached suite needs ``why``, and the event keeps both versions'
-        differences (``suite_changes``) — a record that failed the earlier version and passes a
-        weaker one is not deployable until a releaser accepts it
-        (``gate_relaxed_after_failure``)."""
-        from modelreg.schemas.suite import Suite
-        from modelreg.suites import suite_changes
-
-        _check_why(why)
-        self._require_model(model_id)
-        suite = load_suite_ref(suite_ref)
-        with self.store.locked(model_id) as tx:
-            attached = tx.model_suites([model_id]).get(model_id)
-            if attached is not None and attached.suite_sha256 == suite.digest():
-                return _suite_output(
-                    model_id,
-                    "attach",
-                    suite,
-                    f"{model_id} runs suite {suite.name} at this version already; nothing changed",
-                )
-            if attached is not None:
-                _check_why(why, required="a new version of an attached suite")
-            old = Suite.model_validate_json(attached.suite_json) if attached else None
-            changes = suite_changes(old, suite)
-            tx.attach_suite(
-                suite.model_dump_json(),
-                suite.digest(),
-                actor or config.actor(),
-                why=why,
-                detail={
-                    "name": suite.name,
-                    "previous_sha256": attached.suite_sha256 if attached else None,
-                    "changes": changes[0],
-                    "weakens": changes[1],
-                },
-            )
-        message = f"{model_id} now runs suite {suite.name}"
-        if changes[1]:
-            message += (
-                f"; this weakens the gate ({'; '.join(changes[1])}): a record that failed the "
-                "earlier version is not deployable on its later pass until a releaser accepts it"
-            )
-        return _suite_output(model_id, "attach", suite, message, changes)
-
-    def detach_suite(
-        self, model_id: str, *, why: str | None = None, actor: str | None = None
-    ) -> SuiteOutput:
-        """Detach the model's suite (its target's suite, or the golden prompts, apply again):
-        a change of the gate, so it needs ``why``."""
-        from modelreg.schemas.suite import Suite
-        from modelreg.suites import suite_changes
-
-        self._require_model(model_id)
-        with self.store.locked(model_id) as tx:
-            attached = tx.model_suites([model_id]).get(model_id)
-            if attached is None:
-                return _suite_output(
-                    model_id, "detach", None, f"{model_id} had no suite attached; nothing changed"
-                )
-            _check_why(why, required="detaching a suite")
-            changes = suite_changes(Suite.model_validate_json(attached.suite_json), None)
-            tx.detach_suite(actor or config.actor(), why=why, detail={"changes": changes[0]})
-        return _suite_output(
-            model_id, "detach", None, f"{model_id} has no suite of its own now", changes
-        )
-
-    def suite_add_case(
-        self, suite_path: Path, run_id: str, *, case_id: str | None = None
-    ) -> SuiteCaseOutput:
-        """Turn failing outputs of a stored run into regression cases appended to a suite
-        file (``modelreg suite add-case SUITE --from-run RUN``)."""
-        from modelreg.schemas.suite import SuiteResult
-        from modelreg.suites import append_case, load_suite, regression_case
-
-        load_suite(suite_path)  # refuse a malformed suite before reading the run
-        with self.store.read() as reads:
-            found = reads.run(run_id.strip())
-            checks = reads.run_checks(found.run_id) if found is not None else []
-        if found is None:
-            raise InvalidInput(
-                f"run {run_id!r} not found", "run ids are in: modelreg show RECORD --json"
-            )
-        results = [v for v in checks if "suite_result" in v.result.evidence]
-        if not results:
-            raise InvalidInput(f"run {run_id} ran no suite (no generation check)")
-        result = SuiteResult.model_validate(results[0].result.evidence["suite_result"])
-        cases = [c for c in result.cases if (c.case_id == case_id if case_id else not c.passed)]
-        if not cases:
-            raise InvalidInput(
-                f"run {run_id} has no {'case ' + repr(case_id) if case_id else 'failing case'}",
-                "name a case with `case_id`",
-            )
-        origin = f"run {found.run_id} of {found.record_id} on {found.target}"
-        suite = None
-        added = []
-        for case in cases:
-            new_case = regression_case(case, origin=origin)
-            suite = append_case(suite_path, new_case)
-            added.append(new_case.id)
-        assert suite is not None
-        return SuiteCaseOutput(
-            suite=str(suite_path),
-            run_id=found.run_id,
-            added=added,
-            sha256=suite.digest(),
-            message=f"added {len(added)} regression case(s) to {suite_path}; its digest is "
-            "new, so earlier runs under it stop counting",
-        )
-
-    def upload_run(
-        self,
-        ref: str,
-        target: str,
-        checks: Sequence[CheckResult],
-        *,
-        host: str,
-        fingerprint: dict[str, str],
-        envelope: dict[str, Any] | None = None,
-        actor: str | None = None,
-    ) -> UploadRunOutput:
-        """Keep a verification run produced elsewhere (``verify --sign-key`` on a target host,
-        sent over HTTP). It is stored as *uploaded* evidence and counts by the same rule as
-        any other run: only when the target trusts verifier keys and ``envelope`` — the run's
-        DSSE-signed statement (``attest --json``) — verifies with one of them and covers
-        exactly these checks, this fingerprint and this record's files.
-
-        Refused (nothing stored): an envelope whose statement is not this run's (record,
-        target, outcomes, fingerprint, files, host, summaries, evidence); on a target that
-        trusts verifier keys, an envelope no trusted key signed. Unsigned uploads are kept as
-        history, never a pass."""
-        from datetime import UTC, datetime
-
-        from sqlalchemy.exc import IntegrityError as RowConflict
-
-        from modelreg.registry.store import new_run_id
-        from modelreg.signing import (
-            SKEW,
-            SignatureInvalid,
-            run_details_problem,
-            run_envelope_statement,
-            run_statement_problem,
-            signed_time_problem,
-            verify_envelope,
-        )
-
-        the_target = self.target(target)
-        with self.store.read() as reads:
-            record = reads.record(ref)
-            files = {f.path: f.sha256 for f in reads.files([record.id])[record.id]}
-        _check_uploaded(checks)
-        from modelreg.validators.verify import uploaded_served_problem
-
-        served = uploaded_served_problem(checks, the_target)
-        if served is not None:
-            raise InvalidInput(
-                f"the run's host-compat passed on {target} without what it serves measured: "
-                f"{served}",
-                "verify on the target's host with this modelreg (it measures the served context)",
-            )
-        now = datetime.now(UTC)
-        future = [c.finished_at for c in checks if c.finished_at.astimezone(UTC) > now + SKEW]
-        if future:
-            latest = max(future).astimezone(UTC)
-            raise InvalidInput(
-                f"the run claims a check finished at {latest:%Y-%m-%d %H:%M:%S} UTC, in the "
-                "future: refused",
-                "upload runs as verify wrote them",
-            )
-        run_id = new_run_id()
-        trust = trust_policy(the_target)  # decides what is refused; judged again below
-        signer = None
-        if envelope is not None:
-            try:
-                statement = run_envelope_statement(envelope)
-            except SignatureInvalid as exc:
-                raise InvalidInput(f"the run's envelope: {exc.message}") from None
-            run_id = statement["predicate"]["run_id"]
-            uploaded = rules.StoredRun(
-                run_id,
-                tuple(
-                    rules.CheckVerdict(
-                        c.check,
-                        c.required,
-                        c.outcome.value,
-                        c.classification,
-                        c.finished_at,
-                        run_id,
-                        fingerprint,
-                    )
-                    for c in checks
-                ),
-                "uploaded",
-                envelope,
-            )
-            problem = (
-                run_statement_problem(statement, record.id, target, uploaded, files)
-                or run_details_problem(statement, host, [(c.summary, c.evidence) for c in checks])
-                or signed_time_problem(statement, [c.finished_at for c in checks], now)
-            )
-            if problem is not None:
-                raise InvalidInput(f"the run's envelope is not this run's: {problem}")
-            if trust.verifier_keys:
-                try:
-                    signer = verify_envelope(envelope, dict(trust.verifier_keys))[1]
-                except SignatureInvalid as exc:
-                    raise InvalidInput(
-                        f"the run's signature: {exc.message}",
-                        f"{target} counts runs signed by its verifier keys only",
-                    ) from None
-        actor = actor or config.actor()
-        try:
-            with self.store.locked(record.model_id) as tx:
-                existing = tx.run(run_id)
-                if existing is not None:
-                    raise InvalidInput(
-                        f"run {run_id} is already stored", f"modelreg show {existing.record_id}"
-                    )
-                tx.save_run(
-                    record,
-                    target,
-                    checks,
-                    host,
-                    fingerprint,
-                    run_id=run_id,
-                    origin="uploaded",
-                    origin_detail=f"uploaded by {actor}",
-                    envelope=envelope,
-                    signer_key_id=signer,
-                )
-                tx.event(
-                    "upload-run",
-                    actor,
-                    record.id,
-                    target,
-                    None,
-                    {
-                        "run_id": run_id,
-                        "host": host,
-                        "checks": {c.check: c.outcome.value for c in checks},
-                        "signed": envelope is not None,
-                        "signed_by": signer,
-                    },
-                )
-                verdict = tx.verdict(record.id, target)
-                (run,) = [r for r in tx.foreign_runs(record.id) if r.run_id == run_id]
-        except RowConflict:
-            # The same signed run sent twice at once: one is stored, the other refused.
-            raise InvalidInput(f"run {run_id} is already stored") from None
-        counted = verdict.run_id == run_id
-        if counted:
-            message = f"run {run_id} (signed by trusted key {signer}) decides {record.id} there"
-        elif not trust.verifier_keys:
-            message = (
-                f"run {run_id} kept for {record.id} as history: {target} trusts no verifier "
-                "keys, so only runs of this registry's own verify count there (add "
-                "trust.verifier_keys to its definition to count signed uploads)"
-            )
-        elif envelope is None:
-            message = (
-                f"run {run_id} kept for {record.id} as unsigned history: it does not count "
-                f"towards deployability (sign it on the target host: modelreg verify "
-                f"{record.id} --target {target} --sign-key KEY.pem)"
-            )
-        else:
-            message = f"run {run_id} kept; it does not decide {record.id} there: " + (
-                verdict.summary if not verdict.deployable else "a newer run does"
-            )
-        return UploadRunOutput(
-            record_id=record.id,
-            run=_imported_out(run, counted),
-            deployability=deployability_out(verdict),
-            message=message,
-        )
-
-    def imported_runs(self, ref: str) -> ImportedRunsOutput:
-        """The record's runs this registry's verify did not produce (imported from a file or
-        uploaded), newest first, each with whether it is the run that decides deployability
-        on its target now."""
-        with self.store.read() as reads:
-            record = reads.record(ref)
-            runs = reads.foreign_runs(record.id)
-            targets = sorted({r.target for r in runs})
-            verdicts = reads.verdicts([(record.id, t) for t in targets])
-        deciding = {t: verdicts[(record.id, t)].run_id for t in targets}
-        return ImportedRunsOutput(
-            record_id=record.id,
-            runs=[_imported_out(r, deciding.get(r.target) == r.run_id) for r in runs],
-        )

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     # imported: `modelreg inspect` needs no database.
     from modelreg.record import Record
     from modelreg.registry.hooks import StoredWebhook
-    from modelreg.registry.store import (
+    from modelreg.registry.rows import (
         Event,
         ForeignRun,
         Promotion,

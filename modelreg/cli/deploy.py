@@ -202,10 +202,10 @@ def verify(
                 "--path and --fetch apply to one record",
                 "give RECORD with --path or --fetch, or --stale without them",
             )
-    if path is not None and fetch:
-        raise InvalidInput("give --path or --fetch, not both")
     elif record_ref is None:
         raise InvalidInput("give a RECORD to verify (or --stale --target T)")
+    if path is not None and fetch:
+        raise InvalidInput("give --path or --fetch, not both")
     if stale:
         if suite is not None or reference is not None:
             raise InvalidInput("--suite and --reference apply to one record, not --stale")
@@ -224,15 +224,14 @@ def verify(
         return 0 if all(r.deployability.deployable for r in reports.runs) else 1
 
     # The one import past the API: the llama.cpp child is started before the API is imported
-    # (~0.2 s), the API receives it (``_warm_llama_child``) and uses or kills it.
-    from modelreg.validators.child import RuntimeChild
-    from modelreg.validators.llama_child import CHILD_ARGV
+    # (~0.2 s), the API receives it (``prestarted``) and uses or kills it.
+    from modelreg.validators.llama_child import prestart
 
     assert record_ref is not None
     # Started before anything heavy is imported: llama_cpp imports in the child while this
     # process imports the registry (SQLAlchemy, pydantic) and reads the database. The child
     # only waits for its request; the API sends it once the record is staged, or kills it.
-    warm = RuntimeChild(CHILD_ARGV, memory_limit_bytes=limit)
+    warm = prestart(limit)
     try:
         from modelreg.api import VerifyOptions
 
@@ -246,7 +245,7 @@ def verify(
             suite=suite,
             reference=reference,
             sign_key=sign_key,
-            _warm_llama_child=warm,
+            prestarted=warm,
             progress=progress_printer(progress),
         )
     finally:

@@ -61,7 +61,8 @@ def serve(
     """Serve the registry over HTTP: the JSON API under /api/v1 (OpenAPI at
     /api/v1/openapi.json), the deploy gate, and the dashboard at /. Writes need a token
     (modelreg token create NAME --role ROLE); reads too, unless --public-read."""
-    from modelreg.server.app import ServerSettings, run
+    from modelreg.server.app import run
+    from modelreg.server.http import ServerSettings
 
     db = ctx.obj.get("db") if ctx.obj else None
     settings = ServerSettings(

@@ -23,7 +23,8 @@ from sqlalchemy import exists, update
 from sqlmodel import Session, col, func, select
 
 from modelreg.clock import utcnow
-from modelreg.registry.store import Event, Store, aware, event_row
+from modelreg.registry.rows import Event, aware, event_row
+from modelreg.registry.store import Store
 from modelreg.registry.tables import EventRow, WebhookDeliveryRow, WebhookRow
 from modelreg.webhooks import EVENTS
 

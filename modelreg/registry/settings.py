@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from modelreg.clock import utcnow
-from modelreg.registry.store import Store, event_row
+from modelreg.registry.rows import event_row
+from modelreg.registry.store import Store
 from modelreg.registry.tables import SettingRow
 
 WEBHOOK_HOSTS = "webhooks.allowed_hosts"

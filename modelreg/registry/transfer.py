@@ -32,13 +32,8 @@ from modelreg.jsonio import parse_json
 from modelreg.limits import check_manifest
 from modelreg.locations import parse_location
 from modelreg.registry.db_head import SCHEMA_HEAD
-from modelreg.registry.store import (
-    Store,
-    event_row,
-    record_rows,
-    stored_spec,
-    target_define_event,
-)
+from modelreg.registry.rows import event_row, record_rows, stored_spec, target_define_event
+from modelreg.registry.store import Store
 from modelreg.registry.tables import (
     ArtifactSignatureRow,
     EventRow,

@@ -59,8 +59,9 @@ from modelreg.rules import Deployability, Reason, ReasonCode, StoredRun
 
 if TYPE_CHECKING:
     from modelreg.record import Record
-    from modelreg.registry.store import Reads, Writes
+    from modelreg.registry.reads import Reads
     from modelreg.registry.tables import ModelSuiteRow
+    from modelreg.registry.writes import Writes
     from modelreg.targets import Target
 
 # The rules' version: bump it with any change to what a verdict is derived from or how.
@@ -103,7 +104,7 @@ def latest_reports(reads: Reads, target: str) -> dict[str, RuntimeReport]:
         .group_by(col(r.runtime))
     )
     rows = reads.session.execute(sa_select(r).where(col(r.id).in_(newest))).scalars().all()
-    from modelreg.registry.store import aware
+    from modelreg.registry.rows import aware
 
     return {
         row.runtime: RuntimeReport(
@@ -248,7 +249,7 @@ def _reasons_json(verdict: Deployability) -> str:
 
 
 def _from_row(row: Any) -> Deployability:
-    from modelreg.registry.store import aware
+    from modelreg.registry.rows import aware
 
     reasons = tuple(
         Reason(ReasonCode(r["code"]), r["message"], r.get("hint"), r.get("detail"))
@@ -534,7 +535,7 @@ def rules_version_stored(reads: Reads) -> int | None:
 
 def location_states(reads: Reads, record_ids: Sequence[str]) -> dict[str, list[LocationState]]:
     """record id -> its locations in the order they were added, each with its newest check."""
-    from modelreg.registry.store import aware
+    from modelreg.registry.rows import aware
 
     found: dict[str, list[LocationState]] = {i: [] for i in record_ids}
     loc, chk = RecordLocationRow, LocationCheckRow

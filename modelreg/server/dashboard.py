@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from jinja2 import Environment
 
     from modelreg.api import Registry
-    from modelreg.server.app import ServerSettings
+    from modelreg.server.http import ServerSettings
 
 
 MATRIX_PAGE = 100  # models per page of the matrix
@@ -91,7 +91,7 @@ def error_page(status: int, message: str, hint: str | None) -> HTMLResponse:
 
 
 def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings) -> None:
-    from modelreg.server.app import parse_form, static_file
+    from modelreg.server.http import parse_form, static_file
 
     def reader(request: Request) -> str:
         """The caller's name, if it may read (a redirect to /login otherwise)."""
@@ -110,7 +110,7 @@ def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings
 
     @app.get("/records/{record_id}", response_class=HTMLResponse, include_in_schema=False)
     def record_page(request: Request, record_id: str) -> Response:
-        from modelreg.server.app import record_ref
+        from modelreg.server.http import record_ref
 
         who = reader(request)
         shown = registry.show(record_ref(record_id))
@@ -254,7 +254,7 @@ def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings
         b: Annotated[str, Query(max_length=200)] = "",
     ) -> Response:
         """What changed from record A to record B — ``modelreg diff`` as a page."""
-        from modelreg.server.app import record_ref
+        from modelreg.server.http import record_ref
 
         who = reader(request)
         try:

@@ -49,6 +49,17 @@ from modelreg.validators.resources import mapped_libraries, peak_rss_bytes
 
 LOG_LINES_KEPT = 400
 CHILD_ARGV = (sys.executable, "-m", "modelreg.validators.llama_child")
+
+
+def prestart(memory_limit_bytes: int | None = None) -> Any:
+    """A llama.cpp runtime child started now, waiting for its request: give it to
+    ``Registry.verify(prestarted=…)`` so that llama_cpp imports while the registry is read
+    (the verify uses it, or discards it when nothing runs)."""
+    from modelreg.validators.child import RuntimeChild
+
+    return RuntimeChild(CHILD_ARGV, memory_limit_bytes=memory_limit_bytes)
+
+
 # Tokens the probe evaluates per llama_decode call: llama-cpp-python's (and llama-server's
 # micro-batch) default.
 PROBE_BATCH = 512

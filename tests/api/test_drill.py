@@ -185,7 +185,7 @@ def _failure(case_id: str, prompt: str = "What is 2 + 2?") -> CaseResult:
 def test_the_drill_suite_keeps_the_floor_of_the_suite_in_force() -> None:
     """With every drill case passing, the drill suite passes exactly when the suite in force
     does: the overall floor is moved so that the added passes buy nothing."""
-    from modelreg.api.deploy import _drill_suite, _Failure
+    from modelreg.api.drill import _drill_suite, _Failure
 
     for n in (1, 2, 3, 5, 7, 10, 33):
         for rate in (0.0, 0.3, 1 / 3, 0.5, 0.6, 2 / 3, 0.75, 0.9, 0.99, 1.0):
@@ -209,7 +209,7 @@ def test_the_drill_suite_keeps_the_floor_of_the_suite_in_force() -> None:
 
 
 def test_drill_cases_never_collide_with_the_suite_in_force() -> None:
-    from modelreg.api.deploy import _drill_suite, _Failure
+    from modelreg.api.drill import _drill_suite, _Failure
     from modelreg.suites import regression_case
 
     failing = _failure("water")
@@ -227,7 +227,7 @@ def test_drill_cases_never_collide_with_the_suite_in_force() -> None:
 
 
 def test_the_newest_failing_counting_run_is_found_and_one_offs_are_not(registry: Any) -> None:
-    from modelreg.api.deploy import _newest_failure
+    from modelreg.api.drill import _newest_failure
 
     record = add_synthetic(registry, 1)
     failed = record_run(registry, record, outcomes={"digest": "pass", "gguf-cpu-smoke": "fail"})

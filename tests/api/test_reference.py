@@ -22,6 +22,6 @@ def test_the_page_names_every_part_and_hides_private_parameters() -> None:
     text = reference.render()
     for method in ("add", "verify", "promote", "rollback_plan", "search", "browse", "close"):
         assert f"#### `{method}(" in text, method
-    assert "_warm_llama_child:" not in text  # a private parameter is no part of the API
+    assert "prestarted: RuntimeChild | None" in text  # documented, not private
     assert "### `ManifestOptions`" in text and "- `model_id: str | None`" in text
     assert "| `NoRollbackCandidate` | `no_rollback_candidate` | 1 |" in text

@@ -14,19 +14,22 @@ SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def fleet(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:  # type: ignore[no-untyped-def]
     """A user-defined target that is this host and declares the llama.cpp build it runs."""
     spec = tmp_path / "targets.yaml"
     monkeypatch.setenv("MODELREG_TARGETS", str(spec))
-    _declare(spec, "0.3.36")  # the bundled runtime: what verify exercises here
+    _declare(cli, spec, "0.3.36")  # the bundled runtime: what verify exercises here
     return spec
 
 
-def _declare(spec: Path, build: str) -> None:
+def _declare(cli, spec: Path, build: str) -> None:  # type: ignore[no-untyped-def]
+    """The target's file, declaring ``build``, applied to the registry."""
     spec.write_text(
         "targets:\n  cpu-fleet:\n    hosts: ['" + socket.gethostname() + "']\n"
         f"    runtime: {{llama.cpp: {build}}}\n"
     )
+    code, _, err = cli("targets", "apply")
+    assert code == 0, err
 
 
 def _deployable(cli, record: str, target: str) -> dict:  # type: ignore[no-untyped-def]
@@ -47,7 +50,7 @@ def test_runtime_change_makes_evidence_stale_until_reverified(
     assert code == 0 and report["passed"]
     assert _deployable(cli, record, "cpu-fleet")["deployable"] is True
 
-    _declare(fleet, "llama-cpp-python 0.3.36")  # the same runtime, declared another way
+    _declare(cli, fleet, "llama-cpp-python 0.3.36")  # the same runtime, declared another way
     verdict = _deployable(cli, record, "cpu-fleet")
     assert verdict["deployable"] is False
     assert verdict["messages"] == [
@@ -63,7 +66,7 @@ def test_runtime_change_makes_evidence_stale_until_reverified(
     assert code == 1 and "stale" in err
 
     code, _, err = cli("verify", "--stale", "--target", "cpu-fleet", "--path", smollm2)
-    assert code == 2 and "--path applies to one record" in err
+    assert code == 2 and "--path and --fetch apply to one record" in err
     code, out, _ = cli("verify", "--stale", "--target", "cpu-fleet", "--json")
     runs = json.loads(out)["runs"]
     assert code == 0 and [r["record"]["record_id"] for r in runs] == [record]
@@ -117,7 +120,7 @@ def test_hold_release_retire(cli, smollm2: Path, tmp_path: Path) -> None:
 def test_a_declared_runtime_nobody_ran_is_unavailable(cli, smollm2: Path, fleet: Path) -> None:
     """Seed 004: a target that declares the ik_llama.cpp fork and gives no launch or endpoint
     is verified with the bundled mainline runtime — which proves nothing about the fork."""
-    _declare(fleet, "ik_llama.cpp b3900")
+    _declare(cli, fleet, "ik_llama.cpp b3900")
     record = cli("add", smollm2, "--model-id", SMOL_ID, "--source", "pypi://x==1", *SMOL_BASE)[
         1
     ].strip()

@@ -40,7 +40,7 @@ def test_fit_reports_the_reference_kv_example(cli, tmp_path: Path) -> None:
 def test_fit_does_not_fit_is_exit_1(cli, smollm2: Path, tmp_path: Path, monkeypatch) -> None:
     spec = tmp_path / "t.yaml"
     spec.write_text("targets:\n  tiny:\n    cpu_flags: [avx2]\n    memory_gib: 0.25\n")
-    monkeypatch.setenv("MODELREG_TARGETS", str(spec))
+    assert cli("targets", "apply", spec)[0] == 0
     record = cli("add", smollm2, "--model-id", "a/b")[1].strip()
     code, out, _ = cli("fit", record, "--target", "tiny", "--context", "8192", "--json")
     assert code == 1 and json.loads(out)["verdict"] == "does not fit"

@@ -372,7 +372,7 @@ def test_runs_read_in_slices_are_each_read_once(
 ) -> None:
     """The checks of the runs that may count are read in slices of verification ids; a run
     whose heads fall into two slices is still one run with its checks once."""
-    from modelreg.registry import store as store_module
+    from modelreg.registry import reads as reads_module
     from tests.helpers import PASSING, add_synthetic, record_run
 
     registry = modelreg.open(db_url)
@@ -383,7 +383,7 @@ def test_runs_read_in_slices_are_each_read_once(
             record_run(registry, record, target)
     with registry.store.read() as view:
         whole = view.latest_runs_on(records, ["cpu", "inf2.xlarge"])
-    monkeypatch.setattr(store_module, "_HEADS_CHUNK", 1)
+    monkeypatch.setattr(reads_module, "HEADS_CHUNK", 1)
     with registry.store.read() as view:
         sliced = view.latest_runs_on(records, ["cpu", "inf2.xlarge"])
     assert sliced == whole
@@ -449,7 +449,7 @@ def test_migration_0009_holds_records_added_before_the_provenance_rule(
     from datetime import UTC, datetime
 
     from modelreg.bundled import SMOLLM2_MODEL_ID, SMOLLM2_PACKAGE
-    from modelreg.registry.store import record_rows
+    from modelreg.registry.rows import record_rows
     from modelreg.registry.tables import ModelRow
 
     engine = create_registry_engine(db_url)

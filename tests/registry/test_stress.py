@@ -20,7 +20,13 @@ import pytest
 
 import modelreg
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
-from tests.helpers import add_locations, record_run, stored, synthetic_bytes, synthetic_manifest
+from tests.helpers import (
+    located_as_added,
+    record_run,
+    stored,
+    synthetic_bytes,
+    synthetic_manifest,
+)
 
 WORKERS, OPERATIONS = 8, 50
 MODELS = ("stress/alpha", "stress/beta")
@@ -47,7 +53,7 @@ def _worker(url: str, seed: int) -> dict[str, int]:
         if op == "add":
             record, created = registry.store.add(manifest, Path("/stress"), f"worker{seed}")
             if created:  # its one copy, as add leaves it (rollback needs a fetchable copy)
-                add_locations(registry, record, [_copy_of(manifest)], f"worker{seed}")
+                located_as_added(registry, record, _copy_of(manifest), f"worker{seed}")
             done["created" if created else "already"] += 1
             continue
         if stored(registry).record_by_identity(manifest.identity_digest()) is None:

@@ -40,7 +40,8 @@ def serving(
     """Start the server over ``db_url`` and stop it when the block ends."""
     import uvicorn
 
-    from modelreg.server.app import ServerSettings, create_app, server_config
+    from modelreg.server.app import create_app, server_config
+    from modelreg.server.http import ServerSettings
 
     settings = ServerSettings(
         url=db_url,

@@ -423,7 +423,7 @@ def _signed_upload(
     from datetime import UTC, datetime
 
     from modelreg.fingerprint import runtime_fingerprint
-    from modelreg.registry.store import new_run_id
+    from modelreg.registry.rows import new_run_id
     from modelreg.schemas.verification import CheckResult, Outcome
     from modelreg.signing import load_private_key
 
@@ -435,7 +435,7 @@ def _signed_upload(
         for c, o in (outcomes or PASSING).items()
     ]
     fingerprint = runtime_fingerprint(registry.target(target), "llama.cpp")
-    envelope, _ = registry._sign_run(
+    envelope, _ = registry._verify._sign_run(
         registry.get(record_id),
         target,
         new_run_id(),

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from modelreg.server.app import Guard
+from modelreg.server.guard import Guard
 from tests.helpers import stored
 from tests.server.conftest import Served
 

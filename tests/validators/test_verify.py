@@ -187,7 +187,7 @@ def test_avx2_build_on_an_avx1_target_fails_host_compat(
         "    memory_gib: 256\n"
         "    hosts: ['xeon-*']\n"
     )
-    monkeypatch.setenv("MODELREG_TARGETS", str(targets))
+    registry.define_targets(targets)
     record = _add(registry, smollm2)
     report = registry.verify(record, "xeon-avx1")
     checks = _by_check(report)

@@ -71,7 +71,7 @@ def upgrade() -> None:
 def _rederive_holds(connection: sa.engine.Connection) -> None:
     from pydantic import ValidationError
 
-    from modelreg.registry.store import effective_holds
+    from modelreg.registry.rows import effective_holds
     from modelreg.schemas.manifest import Manifest
 
     records = sa.table(

@@ -1,0 +1,223 @@
+"""What the HTTP API and the dashboard share: the settings, the security headers, how an error
+becomes an HTTP status and a JSON (or HTML) answer, and what a request names (a record ref)."""
+
+# No ``from __future__ import annotations``: FastAPI reads annotations at run time.
+
+import logging
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from urllib.parse import parse_qs, quote
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import RedirectResponse, Response
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from modelreg import api
+from modelreg.errors import (
+    PARAMETERS,
+    AmbiguousRecord,
+    ErrorCode,
+    Forbidden,
+    IntegrityError,
+    InvalidInput,
+    ModelregError,
+    NoRollbackCandidate,
+    NotDeployable,
+    NotFetchable,
+    NotFound,
+    RegistryUnavailable,
+    SchemaMismatch,
+    Unauthorized,
+)
+from modelreg.schemas.output import (
+    ErrorBody,
+    ErrorOutput,
+)
+
+log = logging.getLogger("modelreg.server")
+
+API = "/api/v1"
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+# The library's parameter names (``errors.PARAMETERS``) are this API's query and body fields.
+_PARAMETER_NAMES = {name: name for name in PARAMETERS}
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+# A record reference over HTTP is a record id or id prefix — never a path: the library's
+# diff/fit also accept a manifest .json file on this host, which a client must not name.
+_RECORD_REF_RE = re.compile(r"(r_)?[0-9a-f]{4,64}")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    url: str | None = None  # the registry (default: $MODELREG_DATABASE_URL, else SQLite)
+    public_read: bool = False
+    public_metrics: bool = False  # GET /metrics without a token (else a reader's token)
+    metrics: bool = True  # count and time every request, and serve GET /metrics
+    max_body_bytes: int = 16 << 20
+    threads: int = 8  # requests handled at once, per process
+    webhooks: bool = True  # send the webhooks' outbox from a thread of each process
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+_STATUS: list[tuple[type[ModelregError], int]] = [
+    (Unauthorized, 401),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (AmbiguousRecord, 422),
+    (NotDeployable, 409),
+    (NoRollbackCandidate, 409),
+    (IntegrityError, 409),
+    (NotFetchable, 409),
+    (RegistryUnavailable, 503),
+    (SchemaMismatch, 503),
+    (InvalidInput, 422),
+]
+
+
+def http_status(exc: ModelregError) -> int:
+    """The HTTP status of a modelreg error (first match in ``_STATUS``; 422 otherwise)."""
+    return next((status for kind, status in _STATUS if isinstance(exc, kind)), 422)
+
+
+def error_json(status: int, code: str, message: str, hint: str | None) -> Response:
+    from modelreg.secrets import redact_secrets
+
+    message, hint = redact_secrets(message), redact_secrets(hint) if hint else hint
+    body = ErrorOutput(error=ErrorBody(code=code, message=message, hint=hint))
+    headers = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="modelreg"'
+    if status == 503:
+        headers["Retry-After"] = "5"
+    return Response(
+        body.model_dump_json(), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def json_response(output: BaseModel, status: int = 200) -> Response:
+    """An output model as the response body: serialized once, exactly as ``--json``."""
+    from modelreg.textsafe import for_json
+
+    # Bidi overrides and C1 controls as \u escapes: the same JSON, harmless printed raw.
+    return Response(
+        for_json(output.model_dump_json()), status_code=status, media_type="application/json"
+    )
+
+
+def _first_validation_error(exc: RequestValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return "invalid request"
+    first = errors[0]
+    loc = [str(p) for p in first.get("loc", ())]
+    where = loc[0] if loc else "request"
+    name = ".".join(loc[1:]) or where
+    label = {"query": "query parameter", "path": "path parameter", "body": "body field"}.get(
+        where, where
+    )
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{label} {name!r}: {first.get('msg', 'invalid')}{more}"
+
+
+# -- request bodies -------------------------------------------------------------------------
+
+
+def _cookie(header: str, name: str) -> str | None:
+    from http.cookies import CookieError, SimpleCookie
+
+    try:
+        jar = SimpleCookie(header)
+    except CookieError:
+        return None
+    morsel = jar.get(name)
+    return morsel.value if morsel is not None and morsel.value else None
+
+
+def _is_page(request: Request) -> bool:
+    return not request.url.path.startswith(API) and request.url.path != "/metrics"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    from modelreg.server.dashboard import error_page
+
+    @app.exception_handler(ModelregError)
+    async def modelreg_error(request: Request, exc: ModelregError) -> Response:
+        status = http_status(exc)
+        if status == 401 and _is_page(request):
+            return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
+        if _is_page(request):
+            return error_page(status, *exc.worded(_PARAMETER_NAMES))
+        return error_json(status, exc.code.value, *exc.worded(_PARAMETER_NAMES))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
+        message = _first_validation_error(exc)
+        if _is_page(request):
+            return error_page(422, message, None)
+        return error_json(422, ErrorCode.INVALID_INPUT.value, message, "see /api/v1/openapi.json")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        message = {
+            404: f"no such page: {request.url.path}",
+            405: f"{request.method} is not allowed on {request.url.path}",
+        }.get(exc.status_code, str(exc.detail))
+        if exc.status_code == 400 and not _is_page(request):
+            code, message = ErrorCode.INVALID_INPUT.value, f"the body is not JSON ({exc.detail})"
+        response: Response
+        if _is_page(request):
+            response = error_page(exc.status_code, message, None)
+        else:
+            response = error_json(exc.status_code, code, message, "see /api/v1/openapi.json")
+        for name, value in (exc.headers or {}).items():  # Allow on a 405
+            response.headers[name] = value
+        return response
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        from sqlalchemy.exc import DBAPIError
+
+        from modelreg.registry.db import unavailable
+
+        registry: api.Registry = request.app.state.registry
+        if isinstance(exc, DBAPIError):
+            found = unavailable(exc, registry.url)
+            if found is not None:
+                return error_json(503, found.code.value, found.message, found.cli_hint)
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        message = f"internal error ({type(exc).__name__}); the server log has the details"
+        if _is_page(request):
+            return error_page(500, message, None)
+        return error_json(500, ErrorCode.INTERNAL.value, message, None)
+
+
+def record_ref(value: str) -> str:
+    """A record id or id prefix from a URL (never a file path): 422 otherwise."""
+    if not _RECORD_REF_RE.fullmatch(value):
+        raise InvalidInput(
+            f"{value[:80]!r} is not a record id or id prefix", "give r_ and at least 4 hex digits"
+        )
+    return value
+
+
+@cache
+def static_file(name: str) -> bytes:
+    return resources.files("modelreg.server").joinpath("static", name).read_bytes()
+
+
+def parse_form(body: bytes) -> dict[str, str]:
+    """An ``application/x-www-form-urlencoded`` body (the login form) as a dict."""
+    return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
