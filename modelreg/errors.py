@@ -1,11 +1,11 @@
 """Every error modelreg raises on purpose, in one place.
 
 Each error carries a stable ``code`` (for ``--json`` and the HTTP API), a ``message`` that quotes
-the bad value, a ``hint`` that names what to do next — the Python call that does it
-(``registry.release("r_…", why="...")``; ``cli_hint``: the command, what the CLI and the HTTP
-API show, ``modelreg.hints``) — and structured fields. The CLI turns them
-into one line on stderr (or a JSON object) and an exit code (``exit_code``); nothing else in the
-library decides how an error is shown.
+the bad value, a ``hint`` in words when there is something to know, a ``step`` — what to do
+next as data (``modelreg.steps``), which the CLI says as a command, the HTTP API as JSON and
+``str(error)`` as the Python call — and structured fields. The CLI turns them into one line on
+stderr (or a JSON object) and an exit code (``exit_code``); nothing else in the library decides
+how an error is shown.
 
 Exit codes: 0 ok; 1 a check failed / not deployable; 2 bad input or usage; 3 internal error;
 4 the registry database could not be reached (retry).
@@ -20,8 +20,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from modelreg.secrets import redact_secrets
+from modelreg.steps import Step, said_in_python
+
 if TYPE_CHECKING:
-    from modelreg.rules import Reason
+    from modelreg.reasons import Reason
 
 
 class ErrorCode(StrEnum):
@@ -62,6 +65,8 @@ PARAMETERS = (
     "limit",
     "prompts",
     "expect",
+    "model_id",
+    "with_targets",
 )
 
 
@@ -76,35 +81,30 @@ class ModelregError(Exception):
     exit_code = 2
     code = ErrorCode.INVALID_INPUT
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        from modelreg.secrets import redact_secrets
-
+    def __init__(self, message: str, hint: str | None = None, *, step: Step | None = None) -> None:
         message = redact_secrets(message)
         hint = redact_secrets(hint) if hint is not None else None
         super().__init__(message)
-        from modelreg.hints import api_wording
-
         self.message = message
-        # What to do next, written once as the command that does it: the CLI and the HTTP
-        # API show that (``cli_hint``); a Python caller reads the call that does it.
-        self.cli_hint = hint
-        self.hint = api_wording(hint)
+        # ``hint``: what to know, in words (never a command); ``step``: what to do next, as
+        # data (``modelreg.steps``), which each caller says its own way.
+        self.hint = hint
+        self.step = step
 
     def __str__(self) -> str:
-        return f"{self.message} — {self.hint}" if self.hint else self.message
+        after = [t for t in (self.hint, said_in_python(self.step)) if t]
+        return " — ".join([self.message, "; ".join(after)]) if after else self.message
 
     def worded(self, names: Mapping[str, str]) -> tuple[str, str | None]:
         """(message, hint) in a caller's words: the library names its parameters as
         ``name`` in backticks (``PARAMETERS``), and each caller says them its way — the CLI
         as its flags (``why`` → ``--why``), the HTTP API as its parameters (the name itself).
-        Anything else in backticks is left as it is. The hint is the command that does it
-        (``cli_hint``): a caller that is not Python names commands."""
+        Anything else in backticks is left as it is. The step is the caller's to say."""
 
         def say(text: str) -> str:
             return _FIELD.sub(lambda m: names.get(m.group(1), m.group(0)), text)
 
-        hint = self.cli_hint
-        return say(self.message), say(hint) if hint is not None else None
+        return say(self.message), say(self.hint) if self.hint is not None else None
 
 
 class InvalidInput(ModelregError):
@@ -170,8 +170,12 @@ class NotFound(InvalidInput):
 class RecordNotFound(NotFound):
     code = ErrorCode.RECORD_NOT_FOUND
 
-    def __init__(self, ref: str, hint: str | None = None) -> None:
-        super().__init__(f"record {ref!r} not found", hint or "list records with: modelreg list")
+    def __init__(self, ref: str, hint: str | None = None, *, step: Step | None = None) -> None:
+        super().__init__(
+            f"record {ref!r} not found",
+            hint,
+            step=step or (None if hint else Step("records", "list records")),
+        )
         self.ref = ref
 
 
@@ -193,7 +197,8 @@ class ModelNotFound(NotFound):
     def __init__(self, model_id: str, known: Iterable[str] = (), hint: str | None = None) -> None:
         super().__init__(
             f"model {model_id!r} not found",
-            hint or _with(did_you_mean(model_id, known), "list models with: modelreg status"),
+            hint or did_you_mean(model_id, known),
+            step=None if hint else Step("status", "list models"),
         )
         self.model_id = model_id
 
@@ -203,11 +208,13 @@ class TargetNotFound(NotFound):
 
     def __init__(self, name: str, known: list[str], unapplied: str | None = None) -> None:
         suggestion = did_you_mean(name, known)
-        hint = _with(suggestion, f"known: {', '.join(known)}; list them with: modelreg targets")
+        hint = _with(suggestion, f"known: {', '.join(known)}")
+        step = Step("targets", "list them")
         if unapplied is not None:
             # Defined in this host's targets file, which no verdict reads: it must be applied.
-            hint = f"it is defined in {unapplied}, not in the registry: modelreg targets apply"
-        super().__init__(f"target {name!r} not found", hint)
+            hint = f"it is defined in {unapplied}, not in the registry"
+            step = Step("define_targets", "apply it", path=unapplied)
+        super().__init__(f"target {name!r} not found", hint, step=step)
         self.name = name
         self.known = known
         self.unapplied = unapplied
@@ -216,7 +223,7 @@ class TargetNotFound(NotFound):
 class NotDeployable(ModelregError):
     """An action needs a deployable record and this one is not (exit 1).
 
-    ``reasons`` are the rule module's structured reasons (``modelreg.rules.Reason``).
+    ``reasons`` are the rule module's structured reasons (``modelreg.reasons.Reason``).
     """
 
     exit_code = 1
@@ -224,10 +231,10 @@ class NotDeployable(ModelregError):
 
     def __init__(self, record_id: str, target: str, reasons: Sequence[Reason]) -> None:
         why = "; ".join(r.message for r in reasons) if reasons else "no passing verification"
-        hint = next((r.hint for r in reasons if r.hint), None)
+        step = next((r.step for r in reasons if r.step), None)
         super().__init__(
             f"record {record_id} is not deployable on {target}: {why}",
-            hint or f"run: modelreg verify {record_id} --target {target}",
+            step=step or Step("verify", ref=record_id, target=target),
         )
         self.record_id = record_id
         self.target = target
@@ -243,7 +250,7 @@ class NoProduction(ModelregError):
     def __init__(self, model_id: str, target: str) -> None:
         super().__init__(
             f"nothing is production for {model_id} on {target}",
-            f"promote a verified record: modelreg promote RECORD --target {target}",
+            step=Step("promote", "promote a verified record", ref=None, target=target),
         )
         self.model_id = model_id
         self.target = target
@@ -255,8 +262,18 @@ class NoRollbackCandidate(ModelregError):
     exit_code = 1
     code = ErrorCode.NO_ROLLBACK_CANDIDATE
 
-    def __init__(self, model_id: str, target: str, reason: str, hint: str | None = None) -> None:
-        super().__init__(f"no rollback candidate for {model_id} on {target}: {reason}", hint)
+    def __init__(
+        self,
+        model_id: str,
+        target: str,
+        reason: str,
+        hint: str | None = None,
+        *,
+        step: Step | None = None,
+    ) -> None:
+        super().__init__(
+            f"no rollback candidate for {model_id} on {target}: {reason}", hint, step=step
+        )
         self.model_id = model_id
         self.target = target
 
@@ -265,7 +282,8 @@ class NoRollbackCandidate(ModelregError):
         """The refusal of a plan whose decision is ``no_candidate`` (``RollbackOutput``): what
         an adapter raises where "no candidate" must be an error (the CLI's exit 1, HTTP 409)."""
         error = cls.__new__(cls)
-        ModelregError.__init__(error, plan.message, plan.hint)  # the plan's: a command
+        step = plan.next_steps[0].step() if plan.next_steps else None
+        ModelregError.__init__(error, plan.message, step=step)
         error.model_id, error.target = plan.model_id, plan.target
         return error
 

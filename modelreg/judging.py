@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from modelreg import rules
 from modelreg.errors import InvalidInput, ModelregError
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     from modelreg.record import Record
@@ -64,7 +65,11 @@ def target_suite(target: Target) -> Suite | None:
         return load_suite_ref(target.suite)
     raise InvalidInput(
         f"target {target.name}: its suite {target.suite} is named by path only",
-        "apply the target's file again so the suite is stored with it: modelreg targets apply FILE",
+        step=Step(
+            "define_targets",
+            "apply the target's file again so the suite is stored with it",
+            path=None,
+        ),
     )
 
 
@@ -102,7 +107,7 @@ class LocationState:
 
     def describe(self) -> str:
         if self.ok is None:
-            return "never checked (modelreg locate RECORD --check URL from a host that can read it)"
+            return "never checked (check a copy from a host that can read it)"
         assert self.at is not None
         when = f"{self.source} on {self.host}, {self.at:%Y-%m-%d %H:%M} UTC"
         return f"verified by {when}" if self.ok else f"{self.detail} ({when})"

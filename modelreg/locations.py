@@ -28,6 +28,7 @@ from urllib.parse import quote, unquote
 
 from modelreg import host
 from modelreg.errors import InvalidInput, ModelregError, NotFetchable
+from modelreg.steps import Step
 
 MAX_URL_CHARS = 2000
 SCHEMES = ("file", "hf", "s3", "oci")
@@ -396,7 +397,7 @@ def fetch_files(
                     f"{wanted.path}: no location has it with sha256 {wanted.sha256} "
                     f"({wanted.bytes} bytes); nothing was written to {to}{resume}. "
                     f"Locations: {problems_text}",
-                    "add a location that holds the files: modelreg locate RECORD --add URL",
+                    step=Step("locate", "add a location that holds the files", ref=None, add=None),
                 )
                 refused.problems = list(skipped)  # what each location gave: recorded by fetch
                 raise refused

@@ -23,72 +23,12 @@ from modelreg.fingerprint import (
     describe_change,
     inference_view,
 )
+from modelreg.reasons import HOLD_CODES, STALE_CODES, Reason, ReasonCode, hold_code
 from modelreg.schemas.verification import Outcome
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     from modelreg.schemas.manifest import Manifest
-
-
-class ReasonCode(StrEnum):
-    """Why a record is not deployable on a target."""
-
-    FACT_UNKNOWN = "fact_unknown"  # the manifest does not know something that matters
-    HELD = "held"
-    RETIRED = "retired"
-    TARGET_UNDEFINED = "target_undefined"
-    NEVER_VERIFIED = "never_verified"
-    CHECK_FAILED = "check_failed"
-    CHECK_UNAVAILABLE = "check_unavailable"  # a required check could not run: never a pass
-    STALE_RUNTIME = "stale_runtime"  # the runtime (packages, libraries, declared build) changed
-    STALE_TARGET = "stale_target"  # the target's definition changed
-    STALE_SUITE = "stale_suite"  # the golden suite in force changed
-    UNTRUSTED_EVIDENCE = "untrusted_evidence"  # no run signed by a key the target trusts
-    # The manifest's own holds with a code of their own (``hold_code``): the base model of a
-    # quantized artifact is unknown; its identity facts contradict each other or the tensors;
-    # its quantization recipe contradicts the tensors.
-    PROVENANCE_UNKNOWN = "provenance_unknown"
-    IDENTITY_MISMATCH = "identity_mismatch"
-    RECIPE_MISMATCH = "recipe_mismatch"
-    # A chat template that reaches Python internals or gates instructions on message text; a
-    # pickle that imports what is not a tensor type (modelreg.safety).
-    UNSAFE_TEMPLATE = "unsafe_template"
-    UNSAFE_PICKLE = "unsafe_pickle"
-    # A pass under a gate weakened after the record failed the gate's earlier version, not yet
-    # accepted by a releaser (``promote --accept-relaxed-gate``).
-    GATE_RELAXED_AFTER_FAILURE = "gate_relaxed_after_failure"
-
-
-# Reasons that mean "the evidence is out of date", as opposed to "the record is bad".
-STALE_CODES = frozenset({ReasonCode.STALE_RUNTIME, ReasonCode.STALE_TARGET, ReasonCode.STALE_SUITE})
-# A manifest hold reason that starts with one of these codes and ": " is reported with it;
-# any other is ``fact_unknown``.
-CODED_HOLDS = frozenset(
-    {
-        ReasonCode.PROVENANCE_UNKNOWN,
-        ReasonCode.IDENTITY_MISMATCH,
-        ReasonCode.RECIPE_MISMATCH,
-        ReasonCode.UNSAFE_TEMPLATE,
-        ReasonCode.UNSAFE_PICKLE,
-    }
-)
-# Reasons that come from the record's state or facts, whatever the evidence says.
-HOLD_CODES = frozenset({ReasonCode.FACT_UNKNOWN, ReasonCode.HELD, ReasonCode.RETIRED}) | CODED_HOLDS
-
-
-def hold_code(reason: str) -> ReasonCode:
-    """The code of one of a manifest's hold reasons (``CODED_HOLDS``: written "code: …")."""
-    code, sep, _ = reason.partition(": ")
-    return ReasonCode(code) if sep and code in CODED_HOLDS else ReasonCode.FACT_UNKNOWN
-
-
-@dataclass(frozen=True, slots=True)
-class Reason:
-    code: ReasonCode
-    message: str
-    hint: str | None = None
-    # Structured facts behind the reason, for the code that acts on it (a relaxed gate: the
-    # terms it passed under and each change with its before/after values). Not compared.
-    detail: Mapping[str, object] | None = field(default=None, compare=False)
 
 
 class RecordStateKind(StrEnum):
@@ -261,7 +201,7 @@ def relaxed_gate(record_id: str, target: str, run: StoredRun) -> Reason | None:
     return Reason(
         ReasonCode.GATE_RELAXED_AFTER_FAILURE,
         f"gate relaxed after this record failed it: {shown}{more}",
-        f"modelreg promote {record_id} --target {target} --accept-relaxed-gate --why '...'",
+        Step("promote", ref=record_id, target=target, accept_relaxed_gate=True, why=None),
         {
             "terms": digest,
             "suite": now.suite,
@@ -398,7 +338,6 @@ def counting_run(
             Reason(
                 ReasonCode.UNTRUSTED_EVIDENCE,
                 f"cannot check signed evidence: {trust.problem}",
-                "make the target's verifier_keys readable here",
             )
         ]
     ordered = [r for r in candidates if not r.exploratory]
@@ -414,7 +353,7 @@ def counting_run(
                     ReasonCode.UNTRUSTED_EVIDENCE,
                     f"not counted ({ordered[0].origin}, unsigned): only {ordered[0].origin} "
                     f"runs on {target}, which count only when signed by a key {target} trusts",
-                    f"modelreg verify {record_id} --target {target}",
+                    Step("verify", ref=record_id, target=target),
                 )
             ]
         return None, []
@@ -428,7 +367,7 @@ def counting_run(
                 ReasonCode.UNTRUSTED_EVIDENCE,
                 f"a signed run on {target} names no readable signed time, so which signed run "
                 "is newest cannot be told",
-                f"modelreg verify {record_id} --target {target} --sign-key KEY.pem",
+                Step("verify", ref=record_id, target=target, sign_key=None),
             )
         ]
     signed.sort(key=lambda r: r.signed_at or _LONG_AGO, reverse=True)
@@ -437,7 +376,7 @@ def counting_run(
             Reason(
                 ReasonCode.UNTRUSTED_EVIDENCE,
                 f"no run on {target} is signed by a key {target} trusts",
-                f"modelreg verify {record_id} --target {target} --sign-key KEY.pem",
+                Step("verify", ref=record_id, target=target, sign_key=None),
             )
         ]
     problem = signed_run_problem(signed[0], record_id, target, trust, file_digests)
@@ -446,7 +385,7 @@ def counting_run(
             Reason(
                 ReasonCode.UNTRUSTED_EVIDENCE,
                 f"the latest signed run on {target} does not count: {problem}",
-                f"modelreg verify {record_id} --target {target} --sign-key KEY.pem",
+                Step("verify", ref=record_id, target=target, sign_key=None),
             )
         ]
     return signed[0], []
@@ -483,7 +422,7 @@ def state_reason(record_id: str, state: RecordState) -> Reason | None:
     """Why a held or retired record is not deployable anywhere (None: it is active)."""
     if state.state is RecordStateKind.HELD:
         return Reason(
-            ReasonCode.HELD, f"on hold: {state.reason}", f"modelreg release {record_id} --why '...'"
+            ReasonCode.HELD, f"on hold: {state.reason}", Step("release", ref=record_id, why=None)
         )
     if state.state is RecordStateKind.RETIRED:
         return Reason(ReasonCode.RETIRED, f"retired: {state.reason}")
@@ -509,7 +448,7 @@ def judge(
     that have no target definition, never for a gate). ``observed_by``: who reported the
     runtime ``fingerprint`` names, when it is not the run itself (named in a stale reason)."""
     reasons = [
-        Reason(hold_code(r), f"on hold: {r}", "re-add the artifact with the fact given")
+        Reason(hold_code(r), f"on hold: {r} (re-add the artifact with the fact given)")
         for r in hold_reasons
     ]
     lifecycle = state_reason(record_id, state)
@@ -523,7 +462,7 @@ def judge(
                 Reason(
                     ReasonCode.NEVER_VERIFIED,
                     f"never verified on {target}",
-                    f"modelreg verify {record_id} --target {target}",
+                    Step("verify", ref=record_id, target=target),
                 )
             )
         return Deployability(record_id, target, False, tuple(reasons))
@@ -535,7 +474,7 @@ def judge(
             if check.outcome == Outcome.UNAVAILABLE
             else ReasonCode.CHECK_FAILED
         )
-        reasons.append(Reason(code, check.describe(), f"modelreg show {record_id}"))
+        reasons.append(Reason(code, check.describe(), Step("show", ref=record_id)))
     current = fingerprint(run) if callable(fingerprint) else fingerprint
     # Only what can change an answer is compared: the inference runtime's own libraries, not
     # every extension module the process mapped (``fingerprint.inference_view``).
@@ -558,7 +497,7 @@ def judge(
             Reason(
                 code,
                 f"stale: {describe_change(stored, current, target)}{source}",
-                f"modelreg verify {record_id} --target {target}",
+                Step("verify", ref=record_id, target=target),
             )
         )
     return Deployability(
@@ -581,7 +520,7 @@ def target_undefined(record_id: str, target: str) -> Deployability:
             Reason(
                 ReasonCode.TARGET_UNDEFINED,
                 f"target {target!r} is no longer defined",
-                "define it again (modelreg targets) or verify on a defined target",
+                Step("targets", "define it again, or verify on a defined target"),
             ),
         ),
     )
@@ -654,7 +593,7 @@ class RollbackDecision:
     current: str | None
     candidate: str | None = None
     # Earlier production records passed over: (record id, why, the command that fixes it).
-    rejected: tuple[tuple[str, str, str | None], ...] = ()
+    rejected: tuple[tuple[str, str, Step | None], ...] = ()
     # NOTHING_TO_DO, or a NO_CANDIDATE of ``to`` / of nothing ever production: in words
     # (empty when no earlier production record can take over: ``rejected`` says why).
     why: str = ""
@@ -722,7 +661,7 @@ def decide_rollback(
             current,
             why=f"production is {current}, put there by a rollback, and it is deployable",
         )
-    rejected: list[tuple[str, str, str | None]] = []
+    rejected: list[tuple[str, str, Step | None]] = []
     for record_id in rollback_candidates(history):
         ready = readiness(record_id)
         if ready.ready:
@@ -733,10 +672,10 @@ def decide_rollback(
     return RollbackDecision(RollbackAction.NO_CANDIDATE, current, rejected=tuple(rejected))
 
 
-def _hint(ready: Readiness) -> str | None:
+def _hint(ready: Readiness) -> Step | None:
     if not ready.verdict.deployable:
-        return next((r.hint for r in ready.verdict.reasons if r.hint), None)
-    return f"modelreg locate {ready.verdict.record_id} --check URL (or --add URL)"
+        return next((r.step for r in ready.verdict.reasons if r.step), None)
+    return Step("locate", "check a copy, or add one", ref=ready.verdict.record_id, check=None)
 
 
 def attribution_warning(current: Manifest, candidate: Manifest) -> str | None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from modelreg.errors import InvalidInput, ModelregError
 from modelreg.jsonio import parse_json
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     from modelreg.targets import TrustedKey
@@ -347,8 +348,11 @@ def trusted_keys(keys: Sequence[TrustedKey]) -> dict[str, Any]:
         if not trusted.pem:
             raise InvalidInput(
                 f"key {trusted.label} is named by path only in the target's definition",
-                "apply the target's file again (modelreg targets apply FILE) so the key is "
-                "stored with it",
+                step=Step(
+                    "define_targets",
+                    "apply the target's file again so the key is stored with it",
+                    path=None,
+                ),
             )
         key = public_key_from_pem(trusted.pem.encode(), trusted.label)
         found[key_id(key)] = key
@@ -466,7 +470,7 @@ def run_statement_problem(
     of this record on this target — None when it does. The stored outcomes and fingerprint
     must be exactly the signed ones: editing the database after signing is caught here."""
     if not isinstance(statement, dict) or statement.get("predicateType") != RUN_PREDICATE:
-        return "the signed statement is not a modelreg verify run"
+        return "the signed statement is not a verify run of modelreg"
     predicate = statement.get("predicate")
     if not isinstance(predicate, dict):
         return "the signed statement has no predicate"
@@ -514,7 +518,7 @@ def run_envelope_statement(envelope: Any) -> dict[str, Any]:
     statement = _statement(envelope)
     predicate = statement.get("predicate")
     if statement.get("predicateType") != RUN_PREDICATE or not isinstance(predicate, dict):
-        raise SignatureInvalid("the signed statement is not a modelreg verify run")
+        raise SignatureInvalid("the signed statement is not a verify run of modelreg")
     run_id = predicate.get("run_id")
     if not isinstance(run_id, str) or not re.fullmatch(r"[0-9a-f]{32}", run_id):
         raise SignatureInvalid("the signed statement names no valid run id")

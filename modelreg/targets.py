@@ -655,7 +655,7 @@ def _embed(spec: _TargetSpec, where: str, *, read_files: bool = True) -> _Target
         try:
             suite = load_suite(Path(spec.suite))
         except InvalidInput as exc:
-            raise InvalidInput(f"{where}.suite: {exc.message}", exc.hint) from None
+            raise InvalidInput(f"{where}.suite: {exc.message}", exc.hint, step=exc.step) from None
         update["suite_content"] = suite.model_dump(mode="json")
     elif spec.suite_content is not None:
         from modelreg.suites import parse_suite

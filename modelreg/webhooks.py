@@ -40,6 +40,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from modelreg.errors import InvalidInput
+from modelreg.steps import Step
 from modelreg.textsafe import for_terminal
 from modelreg.urls import redact_text
 
@@ -256,7 +257,7 @@ def destination(url: str, allowed: Sequence[str]) -> list[str]:
             shown = host if host == address else f"{host} ({address})"
             raise DestinationRefused(
                 f"webhook host {shown} is a {kind} address; deliveries to it are refused",
-                f"permit it by name if it is meant: modelreg webhooks permit {host}",
+                step=Step("allow_webhook_hosts", "permit it by name if it is meant", hosts=[host]),
             )
     return addresses
 

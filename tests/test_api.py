@@ -22,7 +22,8 @@ from modelreg.errors import (
     NotDeployable,
     TargetNotFound,
 )
-from modelreg.rules import ReasonCode
+from modelreg.reasons import ReasonCode
+from modelreg.steps import Step
 from tests.helpers import add_synthetic, record_run, report_runtime, stored, synthetic_sha256
 
 MODEL = "rules/alpha"
@@ -121,12 +122,12 @@ def test_rollback_skips_records_that_are_not_deployable_now(registry: Registry) 
     with pytest.raises(NoRollbackCandidate) as caught:
         registry.rollback(MODEL, "cpu", why="incident")
     message = str(caught.value)
-    # The plan's hint is the command (what the CLI and HTTP show); the error's the call.
-    assert (refused.message, refused.hint) == (caught.value.message, caught.value.cli_hint)
+    # The plan's next step is the error's: data, said by each caller its own way.
+    assert refused.message == caught.value.message
+    assert [s.step() for s in refused.next_steps] == [caught.value.step]
     assert f"production is {r3}" in message
     assert f"{r2} (on hold: suspect)" in message and f"{r1} (retired: too old)" in message
-    assert f'registry.release("{r2}", why="...")' in message
-    assert f"modelreg release {r2} --why '...'" in str(refused.hint)
+    assert f'registry.release(ref="{r2}", why=...)' in message
 
 
 def test_no_candidate_says_what_is_in_production(registry: Registry) -> None:
@@ -134,7 +135,9 @@ def test_no_candidate_says_what_is_in_production(registry: Registry) -> None:
     plan = registry.rollback_plan(MODEL, "cpu")
     assert plan.decision == "no_candidate" and plan.production is None
     assert "nothing was ever production" in plan.message
-    assert plan.hint == "promote a verified record: modelreg promote RECORD --target cpu"
+    assert [s.step() for s in plan.next_steps] == [
+        Step("promote", "promote a verified record", ref=None, target="cpu")
+    ]
     registry.promote(r1, "cpu")
     with pytest.raises(NoRollbackCandidate, match=f"production is {r1}, and nothing was"):
         registry.rollback(MODEL, "cpu", why="incident")
@@ -219,7 +222,9 @@ def test_holding_production_says_loudly_what_production_is(registry: Registry) -
     held = registry.hold(r1, "bad answers")
     assert held.production_on == ["cpu"]
     assert "WARNING" in held.message and f"production is still {r1}" in held.message
-    assert f"modelreg rollback {MODEL} --target cpu --apply" in held.message
+    assert [s.step() for s in held.next_steps] == [
+        Step("rollback", model_id=MODEL, target="cpu", why=None)
+    ]
     entry = registry.status(MODEL, "cpu").entries[0]
     assert entry.deployability.held and not entry.deployability.deployable
     with pytest.raises(InvalidInput, match="not on hold"):

@@ -19,7 +19,7 @@ import pytest
 
 import modelreg
 from modelreg.errors import InvalidInput
-from modelreg.rules import ReasonCode
+from modelreg.reasons import ReasonCode
 from tests.helpers import (
     add_synthetic,
     record_of_files,

@@ -15,7 +15,7 @@ import pytest
 
 import modelreg
 from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
-from modelreg.rules import ReasonCode
+from modelreg.reasons import ReasonCode
 from tests.helpers import add_synthetic, key_pair, record_run, stored, synthetic_bytes
 
 MODEL = "rules/alpha"
@@ -188,7 +188,8 @@ def test_no_rollback_to_bytes_nobody_has(registry: Any) -> None:
     (passed_over,) = plan.rejected
     assert passed_over.record_id == b and "no fetchable copy" in passed_over.why
     assert "is not there" in passed_over.why
-    assert passed_over.hint.startswith(f"modelreg locate {b} --check URL")
+    assert passed_over.next is not None
+    assert (passed_over.next.action, passed_over.next.args) == ("locate", {"ref": b, "check": None})
     shutil.rmtree(synthetic_bytes() / a)
     registry.locate(a, check=True)
     with pytest.raises(NoRollbackCandidate) as caught:

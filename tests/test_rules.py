@@ -16,16 +16,17 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from modelreg import rules
+from modelreg import reasons, rules
+from modelreg.reasons import ReasonCode
 from modelreg.rules import (
     ACTIVE,
     CheckVerdict,
     PromotionStep,
-    ReasonCode,
     RecordState,
     RecordStateKind,
     StoredRun,
 )
+from modelreg.steps import Step
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 FP = {"llama-cpp-python": "0.3.36"}
@@ -83,9 +84,9 @@ def test_every_reason_code(
     reason = verdict.reasons[0]
     assert reason.message
     if code in (ReasonCode.NEVER_VERIFIED, ReasonCode.STALE_RUNTIME):
-        assert reason.hint == "modelreg verify r_1 --target cpu"
+        assert reason.step == Step("verify", ref="r_1", target="cpu")
     if code is ReasonCode.HELD:
-        assert reason.hint == "modelreg release r_1 --why '...'"
+        assert reason.step == Step("release", ref="r_1", why=None)
 
 
 def test_target_undefined_is_never_deployable() -> None:
@@ -247,8 +248,8 @@ def test_every_reason_code_has_a_case(code: ReasonCode) -> None:
     assert not verdict.deployable
     assert _codes(verdict) == [code]
     assert verdict.reasons[0].message
-    assert verdict.stale is (code in rules.STALE_CODES)
-    assert verdict.held is (code in rules.HOLD_CODES)
+    assert verdict.stale is (code in reasons.STALE_CODES)
+    assert verdict.held is (code in reasons.HOLD_CODES)
 
 
 def test_a_stale_target_and_runtime_together_is_a_stale_runtime() -> None:
@@ -373,7 +374,7 @@ def _signed(
 
 def _count(
     runs: list[StoredRun], trust: rules.TrustPolicy = rules.TRUST_LOCAL
-) -> tuple[str | None, list[rules.Reason]]:
+) -> tuple[str | None, list[reasons.Reason]]:
     run, reasons = rules.counting_run(RECORD, TARGET, runs, trust, FILES)
     assert (run is None) or not reasons, "a counting run comes with no reasons"
     return (run.run_id if run else None), reasons
@@ -404,7 +405,7 @@ def test_without_keys_imported_and_uploaded_runs_never_count(origin: str, signed
     assert counted is None
     assert [r.code for r in reasons] == [ReasonCode.UNTRUSTED_EVIDENCE]
     assert f"not counted ({origin}, unsigned)" in reasons[0].message
-    assert reasons[0].hint == f"modelreg verify {RECORD} --target {TARGET}"
+    assert reasons[0].step == Step("verify", ref=RECORD, target=TARGET)
 
 
 @pytest.mark.parametrize("origin", ["imported", "uploaded"])
@@ -451,7 +452,7 @@ def test_with_keys_an_unsigned_run_never_counts(trust: rules.TrustPolicy, origin
     assert counted is None
     assert [r.code for r in reasons] == [ReasonCode.UNTRUSTED_EVIDENCE]
     assert reasons[0].message == f"no run on {TARGET} is signed by a key {TARGET} trusts"
-    assert reasons[0].hint == f"modelreg verify {RECORD} --target {TARGET} --sign-key KEY.pem"
+    assert reasons[0].step == Step("verify", ref=RECORD, target=TARGET, sign_key=None)
 
 
 @pytest.mark.parametrize("origin", ["local", "imported", "uploaded"])
@@ -609,7 +610,7 @@ def test_each_weakening_is_named_with_before_and_after(
     assert _codes(verdict) == [ReasonCode.GATE_RELAXED_AFTER_FAILURE]
     (reason,) = verdict.reasons
     assert reason.detail is not None and reason.detail["failed_runs"] == ["failed-run"]
-    assert "--accept-relaxed-gate" in (reason.hint or "")
+    assert reason.step is not None and reason.step.args["accept_relaxed_gate"] is True
 
 
 def test_tightening_adding_cases_or_another_target_relaxes_nothing() -> None:

@@ -1279,7 +1279,7 @@ def test_a_tour_of_the_machine_reaches_every_reason(monkeypatch: pytest.MonkeyPa
     """One scripted history through the machine's own steps, every invariant checked after
     each: every reason a verdict can give is reached (the random histories explore the
     interleavings; this one makes sure none is out of their reach)."""
-    from modelreg.rules import ReasonCode
+    from modelreg.reasons import ReasonCode
 
     monkeypatch.setattr(sys.modules[__name__], "event", lambda *_: None)  # no Hypothesis here
     SEEN.clear()

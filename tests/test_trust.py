@@ -21,8 +21,8 @@ import modelreg
 from modelreg.api import Registry
 from modelreg.bundled import SMOLLM2_BASE
 from modelreg.fingerprint import runtime_fingerprint
+from modelreg.reasons import ReasonCode
 from modelreg.registry.transfer import export_text
-from modelreg.rules import ReasonCode
 from tests.helpers import SMOL_BASE, add_synthetic, flip_byte, key_pair, record_run, stored
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
-from modelreg import rules
+from modelreg import reasons
 from modelreg.api.offline import ManifestOptions, inspect
 from modelreg.api.views import targets_output
 from modelreg.errors import (
@@ -105,7 +105,7 @@ def _unapplied(name: str) -> str | None:
 
 
 def _only_stale(verdict: Deployability) -> bool:
-    return bool(verdict.reasons) and all(r.code in rules.STALE_CODES for r in verdict.reasons)
+    return bool(verdict.reasons) and all(r.code in reasons.STALE_CODES for r in verdict.reasons)
 
 
 class Core:

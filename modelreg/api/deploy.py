@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
-from modelreg import clock, config, rules
+from modelreg import clock, config, reasons, rules
 from modelreg.api.core import Core, _check_why
 from modelreg.api.status import approval_out
 from modelreg.api.views import promotion_out, record_out
@@ -15,17 +15,16 @@ from modelreg.errors import (
     InvalidInput,
     NotDeployable,
 )
-from modelreg.rules import (
-    Deployability,
-    ReasonCode,
-    RecordStateKind,
-)
+from modelreg.reasons import ReasonCode
+from modelreg.rules import Deployability, RecordStateKind
 from modelreg.schemas.output import (
     AcceptedRelaxationOut,
     PromoteOutput,
     RelaxationOut,
     StateChangeOutput,
+    steps_out,
 )
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
@@ -94,7 +93,7 @@ def _differs(
     )
 
 
-def _accepted_out(reason: rules.Reason) -> AcceptedRelaxationOut:
+def _accepted_out(reason: reasons.Reason) -> AcceptedRelaxationOut:
     """What a releaser accepted: the terms and each change, from the reason's detail."""
     detail = dict(reason.detail or {})
     changes = detail.get("changes")
@@ -232,8 +231,12 @@ class Deploy(Core):
             raise InvalidInput(
                 f"nothing to accept: {record.id} on {target} passed no gate that was relaxed "
                 "after it failed it",
-                f"promote it without accepting a relaxed gate: modelreg promote {record.id} "
-                f"--target {target}",
+                step=Step(
+                    "promote",
+                    "promote it without accepting a relaxed gate",
+                    ref=record.id,
+                    target=target,
+                ),
             )
         for reason in relaxed:
             tx.event(
@@ -291,13 +294,17 @@ class Deploy(Core):
             "release": f"{record.id} released",
             "retire": f"{record.id} retired: {why}",
         }[action]
+        steps: list[Step] = []
         if production_on and new is not RecordStateKind.ACTIVE:
             message += (
                 f". WARNING: {record.id} is production for {record.model_id} on "
                 f"{', '.join(production_on)} and is no longer deployable there — production is "
-                f"still {record.id}; roll back with: modelreg rollback {record.model_id} "
-                f"--target {production_on[0]} --apply --why '...'"
+                f"still {record.id}; roll back"
             )
+            steps += [
+                Step("rollback", model_id=record.model_id, target=t, why=None)
+                for t in production_on
+            ]
         if new is RecordStateKind.ACTIVE and record.hold_reasons:
             message += ". Still on hold for facts it does not know: " + "; ".join(
                 record.hold_reasons
@@ -308,6 +315,7 @@ class Deploy(Core):
             changed=True,
             production_on=production_on,
             message=message,
+            next_steps=steps_out(steps),
         )
 
     def hold(self, ref: str, why: str, *, actor: str | None = None) -> StateChangeOutput:

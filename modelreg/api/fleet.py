@@ -174,13 +174,13 @@ class Fleet(Core):
         (entry,) = status.entries
         record_id = entry.record.record_id
         if not entry.deployability.deployable:
-            from modelreg.rules import Reason, ReasonCode
+            from modelreg.reasons import Reason, ReasonCode
 
             raise NotDeployable(
                 record_id,
                 target,
                 [
-                    Reason(ReasonCode(r.code), r.message, r.hint)
+                    Reason(ReasonCode(r.code), r.message, r.next.step() if r.next else None)
                     for r in entry.deployability.reasons
                 ],
             )

@@ -25,6 +25,7 @@ from modelreg.schemas.output import (
     PushedFileOut,
     PushOutput,
 )
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
@@ -114,7 +115,7 @@ class Locations(Core):
             if unknown:
                 raise InvalidInput(
                     f"{unknown[0]} is not a location of {record.id}",
-                    f"add it first: modelreg locate {record.id} --add {unknown[0]}",
+                    step=Step("locate", "add it first", ref=record.id, add=[unknown[0]]),
                 )
         targets = list(dict.fromkeys([*(added if check_added else []), *wanted]))
         checked = self._check_locations(record, targets, "check", actor, progress)
@@ -182,7 +183,8 @@ class Locations(Core):
         if local is None:
             raise NotFetchable(
                 f"{record.id}: no copy of its files on this host to push",
-                "fetch it first (modelreg fetch RECORD --to DIR) and locate that copy",
+                "fetch it first and locate that copy",
+                step=Step("fetch", ref=record.id, to=None),
             )
         # Deterministic: the same record pushed again is the same manifest, so the same digest
         # (the record's creation time, not the push's: a push a second later must not make a

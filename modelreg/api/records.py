@@ -58,7 +58,9 @@ from modelreg.schemas.output import (
     ListItem,
     ListOutput,
     ShowOutput,
+    steps_out,
 )
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
@@ -188,7 +190,7 @@ class Records(Core):
             raise InvalidInput(
                 f"record_id {record_id[:40]!r} is not the id of this manifest's facts "
                 f"({parsed.record_id})",
-                "send the output of modelreg inspect --json unchanged",
+                "send the manifest exactly as inspect wrote it",
             )
         urls = [parse_location(url) for url in locations]
         root = next((Path(u.path) for u in urls if u.scheme == "file"), Path("."))
@@ -456,7 +458,7 @@ class Records(Core):
         if not signed:
             raise InvalidInput(
                 f"record {record.id} has no signed run on {target}",
-                f"sign one with: modelreg verify {record.id} --target {target} --sign-key KEY",
+                step=Step("verify", "sign one", ref=record.id, target=target, sign_key=None),
             )
         run = signed[0]
         envelope = dict(run.envelope or {})
@@ -542,15 +544,14 @@ class Records(Core):
         if quarantine and drifted:
             with self.store.write() as tx:
                 settle_everything(tx)
+        steps: list[Step] = []
         if not bad:
             message = "every stored value can be read back"
         elif quarantine:
             message = f"{len(bad)} value(s) quarantined: made readable, each with an event"
         else:
-            message = (
-                f"{len(bad)} stored value(s) cannot be read back as stored; make them readable "
-                "with: modelreg db check --quarantine"
-            )
+            message = f"{len(bad)} stored value(s) cannot be read back as stored"
+            steps.append(Step("db_check", "make them readable", quarantine=True))
         if drifted:
             message += (
                 f"; {len(drifted)} stored verdict(s) disagree with the rows they are derived "
@@ -562,6 +563,7 @@ class Records(Core):
             quarantined=quarantine and bool(bad),
             verdicts_drifted=drifted,
             message=message,
+            next_steps=steps_out(steps),
         )
 
 

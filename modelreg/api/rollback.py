@@ -3,9 +3,10 @@ the model's lock for the apply, the same function on the same kind of read; and 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from modelreg import config, rules
+from modelreg import config, reasons, rules
 from modelreg.api.core import Core, _check_why
 from modelreg.api.views import deployability_out, promotion_out, record_out
 from modelreg.deployed_unit import deployed_unit
@@ -23,8 +24,11 @@ from modelreg.schemas.output import (
     DrillOut,
     RejectedCandidate,
     RollbackOutput,
+    StepOut,
+    steps_out,
 )
 from modelreg.schemas.verification import generations
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
@@ -96,7 +100,7 @@ class Rollback(Core):
         if record.model_id != model_id:
             raise InvalidInput(
                 f"`to` {to}: a record of {record.model_id}, not of {model_id}",
-                f"modelreg list --model {model_id}",
+                step=Step("records", model=model_id),
             )
         if view.state(to).state is RecordStateKind.RETIRED:
             raise InvalidInput(f"`to` {to}: retired; a retired record never takes production")
@@ -108,7 +112,7 @@ class Rollback(Core):
         if to not in {p.record_id for p in history}:
             raise InvalidInput(
                 f"`to` {to}: never production for {model_id} on {target}",
-                f"to make it production: modelreg promote {to} --target {target}",
+                step=Step("promote", "to make it production", ref=to, target=target),
             )
         return to
 
@@ -131,7 +135,7 @@ class Rollback(Core):
         unchanged = (
             None
             if not run
-            else not any(r.code is rules.ReasonCode.STALE_RUNTIME for r in verdict.reasons)
+            else not any(r.code is reasons.ReasonCode.STALE_RUNTIME for r in verdict.reasons)
         )
         return DeployedOut(
             record=record_out(record, reads.files([record.id])[record.id], reads.state(record.id)),
@@ -154,7 +158,7 @@ class Rollback(Core):
         message: str,
         applied: Promotion | None,
         drill: DrillOut | None = None,
-        hint: str | None = None,
+        steps: Sequence[Step] = (),
     ) -> RollbackOutput:
         """What a plan or an apply shows, read in one snapshot (after an apply: its outcome)."""
         decision = plan.decision
@@ -177,6 +181,17 @@ class Rollback(Core):
                 if plan.candidate is not None:
                     candidate = shown(plan.candidate, plan.candidate_ready)
         last = plan.history[-1] if plan.history else None
+        if decision.action is rules.RollbackAction.NOTHING_TO_DO and not steps:
+            steps = [
+                Step(
+                    "rollback",
+                    "to go further back",
+                    model_id=model_id,
+                    target=target,
+                    to=None,
+                    why=None,
+                )
+            ]
         return RollbackOutput(
             model_id=model_id,
             target=target,
@@ -193,11 +208,12 @@ class Rollback(Core):
             if last is not None and decision.action is rules.RollbackAction.NOTHING_TO_DO
             else None,
             rejected=[
-                RejectedCandidate(record_id=r, why=w, hint=h) for r, w, h in decision.rejected
+                RejectedCandidate(record_id=r, why=w, next=StepOut.of(h))
+                for r, w, h in decision.rejected
             ],
             drill=drill,
             message=message,
-            hint=hint,
+            next_steps=steps_out(steps),
         )
 
     def _no_candidate(self, model_id: str, target: str, plan: _Plan) -> NoRollbackCandidate:
@@ -207,12 +223,12 @@ class Rollback(Core):
                 model_id,
                 target,
                 "nothing was ever production there",
-                f"promote a verified record: modelreg promote RECORD --target {target}",
+                step=Step("promote", "promote a verified record", ref=None, target=target),
             )
         current = f"production is {plan.current.id}"
         if decision.why:  # a refusal of its own (--to), not "no earlier record can"
-            hint = next((h for _, _, h in decision.rejected if h), None)
-            return NoRollbackCandidate(model_id, target, f"{current}; {decision.why}", hint)
+            step = next((h for _, _, h in decision.rejected if h), None)
+            return NoRollbackCandidate(model_id, target, f"{current}; {decision.why}", step=step)
         if not decision.rejected:
             return NoRollbackCandidate(
                 model_id,
@@ -222,12 +238,12 @@ class Rollback(Core):
                 "deployable now",
             )
         rejected = "; ".join(f"{r} ({why})" for r, why, _ in decision.rejected)
-        hint = next((h for _, _, h in decision.rejected if h), None)
+        step = next((h for _, _, h in decision.rejected if h), None)
         return NoRollbackCandidate(
             model_id,
             target,
             f"{current}; earlier production records cannot take production now: {rejected}",
-            f"to make one a candidate: {hint}" if hint else None,
+            step=Step(step.action, "to make one a candidate", **step.args) if step else None,
         )
 
     def rollback_plan(self, model_id: str, target: str, *, to: str | None = None) -> RollbackOutput:
@@ -236,13 +252,18 @@ class Rollback(Core):
         now, has a fetchable copy and was never rolled back from — or ``to``; or nothing to do
         when production was put there by a rollback and is deployable; or, when no record can
         take production, ``decision`` "no_candidate" with the reason as ``message`` and what
-        would make one a candidate as ``hint`` (``rollback`` raises ``NoRollbackCandidate``
+        would make one a candidate as ``next_steps`` (``rollback`` raises ``NoRollbackCandidate``
         then: there is nothing to apply)."""
         _, plan = self._read_plan(model_id, target, to, refuse=False)
         if plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
             refusal = self._no_candidate(model_id, target, plan)
             return self._rollback_output(
-                model_id, target, plan, refusal.message, None, hint=refusal.cli_hint
+                model_id,
+                target,
+                plan,
+                refusal.message,
+                None,
+                steps=[refusal.step] if refusal.step else [],
             )
         return self._rollback_output(
             model_id, target, plan, _plan_message(model_id, target, plan), None
@@ -358,7 +379,9 @@ class Rollback(Core):
                         f"the plan changed while the drill of {drilled.record_id} ran (now: "
                         f"{plan.decision.candidate} instead of "
                         f"{plan.current.id if plan.current else 'nothing'}); nothing changed",
-                        f"drill again: modelreg rollback {model_id} --target {target} --drill",
+                        step=Step(
+                            "drill_rollback", "drill again", model_id=model_id, target=target
+                        ),
                     )
                 _drill_event(tx, actor, drilled, why)
             if action is rules.RollbackAction.ROLLBACK:
@@ -387,17 +410,18 @@ class Rollback(Core):
                         actor,
                         detail,
                     )
+        steps: list[Step] = []
         if applied is None:
             message = _plan_message(model_id, target, plan)
         else:
             assert plan.candidate is not None and plan.current is not None
             message = (
                 f"rolled back: {plan.candidate.id} is production for {model_id} on {target}; "
-                f"{plan.current.id} is on hold (release it with: modelreg release "
-                f"{plan.current.id} --why '...')"
+                f"{plan.current.id} is on hold (release it if it is good)"
             )
+            steps.append(Step("release", ref=plan.current.id, why=None))
         if drilled is not None:
             message = f"{drilled.message}. {message}"
         elif drill and applied is None:
             message += " (no drill: nothing to roll back)"
-        return self._rollback_output(model_id, target, plan, message, applied, drilled)
+        return self._rollback_output(model_id, target, plan, message, applied, drilled, steps)

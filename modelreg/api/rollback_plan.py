@@ -43,6 +43,5 @@ def _already_rolled_back(model_id: str, target: str, last: Promotion) -> str:
     return (
         f"already rolled back: {last.record_id} is production for {model_id} on {target} since "
         f"{last.at:%Y-%m-%d %H:%M} UTC (rolled back from {last.previous_record_id} by "
-        f"{last.actor}: {last.why}) and deployable; nothing changed. To go further back: "
-        f"modelreg rollback {model_id} --target {target} --to RECORD --apply --why '...'"
+        f"{last.actor}: {last.why}) and deployable; nothing changed"
     )

@@ -21,6 +21,7 @@ from modelreg.schemas.output import (
     SuiteCaseOutput,
     SuiteOutput,
 )
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
@@ -120,7 +121,8 @@ class Suites(Core):
             checks = reads.run_checks(found.run_id) if found is not None else []
         if found is None:
             raise InvalidInput(
-                f"run {run_id!r} not found", "run ids are in: modelreg show RECORD --json"
+                f"run {run_id!r} not found",
+                step=Step("show", "run ids are in a record's runs", ref=None),
             )
         results = [v for v in checks if "suite_result" in v.result.evidence]
         if not results:

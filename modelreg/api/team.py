@@ -26,6 +26,7 @@ from modelreg.schemas.output import (
     WebhookRemoveOutput,
     WebhooksOutput,
 )
+from modelreg.steps import Step
 from modelreg.webhooks import BACKOFF_S, DEFAULT_EVENTS, MAX_ATTEMPTS, TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -53,7 +54,9 @@ class Team(Core):
             raise InvalidInput(f"{path}: no such file", "give a targets YAML file")
         specs = read_target_specs(path)
         if not specs:
-            raise InvalidInput(f"{path}: defines no targets", "see: modelreg targets --help")
+            raise InvalidInput(
+                f"{path}: defines no targets", "a targets file maps each name to its definition"
+            )
         for name in specs:
             if not TARGET_NAME_RE.fullmatch(name):
                 raise InvalidInput(
@@ -130,7 +133,7 @@ class Team(Core):
             before = {t.name: t for t in tx.tokens()}.get(name)
             stored = tx.revoke_token(name, actor or config.actor())
         if stored is None or before is None:
-            raise NotFound(f"token {name!r} not found", "list them with: modelreg token list")
+            raise NotFound(f"token {name!r} not found", step=Step("tokens", "list them"))
         return TokenRevokeOutput(token=_token_out(stored), changed=before.revoked_at is None)
 
     def authenticate(self, secret: str) -> StoredToken:
@@ -142,11 +145,13 @@ class Team(Core):
         with self.store.read() as reads:
             token = reads.token_of(secret_digest(secret))
         if token is None:
-            raise Unauthorized("unknown token", "create one with: modelreg token create NAME")
+            raise Unauthorized(
+                "unknown token", step=Step("create_token", "create one", name=None, role=None)
+            )
         if token.revoked_at is not None:
             raise Unauthorized(
                 f"token {token.name!r} was revoked on {token.revoked_at:%Y-%m-%d %H:%M} UTC",
-                "ask for a new one: modelreg token create NAME --role ROLE",
+                step=Step("create_token", "ask for a new one", name=None, role=None),
             )
         return token
 
@@ -226,7 +231,7 @@ class Team(Core):
             changed, cancelled = hooks.remove(webhook_id, actor or config.actor(), why)
         except LookupError:
             raise NotFound(
-                f"webhook {webhook_id} not found", "list them with: modelreg webhooks list"
+                f"webhook {webhook_id} not found", step=Step("webhooks", "list them")
             ) from None
         hook = hooks.get(webhook_id)
         return WebhookRemoveOutput(webhook=_webhook_out(hook), changed=changed, cancelled=cancelled)

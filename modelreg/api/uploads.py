@@ -21,7 +21,9 @@ from modelreg.judging import (
 from modelreg.schemas.output import (
     ImportedRunsOutput,
     UploadRunOutput,
+    steps_out,
 )
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
@@ -138,7 +140,8 @@ class Uploads(Core):
                 existing = tx.run(run_id)
                 if existing is not None:
                     raise InvalidInput(
-                        f"run {run_id} is already stored", f"modelreg show {existing.record_id}"
+                        f"run {run_id} is already stored",
+                        step=Step("show", ref=existing.record_id),
                     )
                 tx.save_run(
                     record,
@@ -172,6 +175,7 @@ class Uploads(Core):
             # The same signed run sent twice at once: one is stored, the other refused.
             raise InvalidInput(f"run {run_id} is already stored") from None
         counted = verdict.run_id == run_id
+        steps: list[Step] = []
         if counted:
             message = f"run {run_id} (signed by trusted key {signer}) decides {record.id} there"
         elif not trust.verifier_keys:
@@ -183,9 +187,9 @@ class Uploads(Core):
         elif envelope is None:
             message = (
                 f"run {run_id} kept for {record.id} as unsigned history: it does not count "
-                f"towards deployability (sign it on the target host: modelreg verify "
-                f"{record.id} --target {target} --sign-key KEY.pem)"
+                "towards deployability (sign it on the target host)"
             )
+            steps.append(Step("verify", ref=record.id, target=target, sign_key=None))
         else:
             message = f"run {run_id} kept; it does not decide {record.id} there: " + (
                 verdict.summary if not verdict.deployable else "a newer run does"
@@ -195,6 +199,7 @@ class Uploads(Core):
             run=_imported_out(run, counted),
             deployability=deployability_out(verdict),
             message=message,
+            next_steps=steps_out(steps),
         )
 
     def imported_runs(self, ref: str) -> ImportedRunsOutput:

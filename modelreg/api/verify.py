@@ -32,13 +32,12 @@ from modelreg.judging import (
     suite_in_force,
     suite_label,
 )
-from modelreg.rules import (
-    Reason,
-)
+from modelreg.reasons import Reason
 from modelreg.schemas.output import (
     VerifyOutput,
     VerifyStaleOutput,
 )
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
@@ -136,14 +135,17 @@ class Verify(Core):
                 signatures = reads.artifact_signatures(record.id)
             lifecycle = rules.state_reason(record.id, state)
             if lifecycle is not None:
-                hint = (
-                    f"release it first: {lifecycle.hint}"
-                    if lifecycle.hint
-                    else "a retired record stays retired; verify a newer one: modelreg list "
-                    f"--model {record.model_id}"
+                step = (
+                    Step(lifecycle.step.action, "release it first", **lifecycle.step.args)
+                    if lifecycle.step
+                    else Step(
+                        "records",
+                        "a retired record stays retired; verify a newer one",
+                        model=record.model_id,
+                    )
                 )
                 message = f"{lifecycle.message} (verify runs nothing for a {state.state} record)"
-                raise NotDeployable(record.id, target, [Reason(lifecycle.code, message, hint)])
+                raise NotDeployable(record.id, target, [Reason(lifecycle.code, message, step)])
             from modelreg.validators.base import locate_files
 
             if fetch and path is None:
@@ -545,8 +547,7 @@ class Verify(Core):
                     None,
                     baseline_id,
                     f"production {baseline_id}'s counting run on {target.name} is not on suite "
-                    f"{label} (verify it on this version first: modelreg verify {baseline_id} "
-                    f"--target {target.name})",
+                    f"{label} (verify it on this version first)",
                 )
             for check in reads.run_checks(run.run_id):
                 found = check.result.evidence.get("suite_result")

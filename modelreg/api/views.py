@@ -9,11 +9,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from modelreg import rules
 from modelreg.deployed_unit import deployed_unit
-from modelreg.rules import (
-    Deployability,
-    Reason,
-    RecordState,
-)
+from modelreg.reasons import Reason
+from modelreg.rules import Deployability, RecordState
 from modelreg.schemas.output import (
     CardClaimOut,
     CardFinding,
@@ -29,6 +26,7 @@ from modelreg.schemas.output import (
     RunOut,
     StateOut,
     StatusOutput,
+    StepOut,
     SuiteOutput,
     TargetOut,
     TargetsOutput,
@@ -36,6 +34,7 @@ from modelreg.schemas.output import (
     WebhookDeliveryOut,
     WebhookOut,
 )
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
@@ -56,7 +55,7 @@ if TYPE_CHECKING:
 
 def _reason_out(r: Reason) -> ReasonOut:
     detail = dict(r.detail) if r.detail is not None else None
-    return ReasonOut(code=r.code.value, message=r.message, hint=r.hint, detail=detail)
+    return ReasonOut(code=r.code.value, message=r.message, next=StepOut.of(r.step), detail=detail)
 
 
 def deployability_out(d: Deployability) -> DeployabilityOut:
@@ -357,8 +356,8 @@ def _card_output(
 def _gate_of(status: StatusOutput, model_id: str, target: str, sha256: str) -> GateOutput:
     """The deploy gate's answer from the status of one (model, target)."""
 
-    def fail(message: str, hint: str | None, record_id: str | None) -> GateOutput:
-        reason = ReasonOut(code="gate", message=message, hint=hint)
+    def fail(message: str, step: Step | None, record_id: str | None) -> GateOutput:
+        reason = ReasonOut(code="gate", message=message, next=StepOut.of(step))
         return GateOutput(
             model_id=model_id,
             target=target,
@@ -371,7 +370,7 @@ def _gate_of(status: StatusOutput, model_id: str, target: str, sha256: str) -> G
     if not status.entries:
         return fail(
             f"nothing is production for {model_id} on {target}",
-            f"promote a record: modelreg promote RECORD --target {target}",
+            Step("promote", "promote a record", ref=None, target=target),
             None,
         )
     (entry,) = status.entries
@@ -381,8 +380,8 @@ def _gate_of(status: StatusOutput, model_id: str, target: str, sha256: str) -> G
             f"sha256 {sha256} is not a file of {record.record_id}, the production record "
             f"for {model_id} on {target} (its files: "
             + ", ".join(f"{f.path} {f.sha256}" for f in record.files)
-            + ")",
-            "deploy the production record's files, or promote the record you mean to deploy",
+            + "); deploy the production record's files, or promote the record you mean to deploy",
+            None,
             record.record_id,
         )
     verdict = entry.deployability
@@ -391,8 +390,12 @@ def _gate_of(status: StatusOutput, model_id: str, target: str, sha256: str) -> G
             f"{record.record_id} is deployable on {target} but no recorded location is "
             f"verified to hold its files ({entry.unfetchable}): nothing could fetch what the "
             "gate passes",
-            f"check a copy from a host that can read it: modelreg locate {record.record_id} "
-            "--check URL (or --add URL)",
+            Step(
+                "locate",
+                "check a copy from a host that can read it",
+                ref=record.record_id,
+                check=None,
+            ),
             record.record_id,
         )
     return GateOutput(

@@ -22,7 +22,7 @@ from modelreg.cli.main import (
     registry,
 )
 from modelreg.cli.records import deployability_text, unit_text
-from modelreg.cli.render import emit, out, say, table
+from modelreg.cli.render import command_of, emit, out, say, say_next, table
 from modelreg.errors import InvalidInput, NoRollbackCandidate
 from modelreg.progress import ProgressMode
 
@@ -455,6 +455,7 @@ def rollback(
     command = f"modelreg rollback {model} --target {target}" + (f" --to {to}" if to else "")
     _rollback_text(plan, f"{command}{' --drill' if drill else ''} --apply --why '...'")
     say(plan.message)
+    say_next(plan)
     return code
 
 
@@ -502,8 +503,8 @@ def status(
         else:
             say("gate FAILED: " + "; ".join(r.message for r in gate.reasons))
             for r in gate.reasons:
-                if r.hint:
-                    say(f"  fix: {r.hint}")
+                if r.next:
+                    say(f"  fix: {command_of(r.next)}")
         return 0 if gate.passed else 1
     return _status_report(api.status(model, target), json_out, check)
 
@@ -560,7 +561,7 @@ def _status_report(report: StatusOutput, json_out: bool, check: bool = False) ->
             for r in e.deployability.reasons:
                 out(
                     f"{e.record.record_id}  on {e.target}: {r.message}"
-                    + (f" — fix: {r.hint}" if r.hint else "")
+                    + (f" — fix: {command_of(r.next)}" if r.next else "")
                 )
     if check and bad:
         say(f"check FAILED: {len(bad)} of {len(report.entries)} production records cannot ship now")
@@ -644,6 +645,7 @@ def _state_change(result: StateChangeOutput, json_out: bool) -> int:
         emit(result)
     else:
         say(result.message)
+        say_next(result)
     return 0
 
 

@@ -22,6 +22,7 @@ from modelreg.process import tune_collector
 
 if TYPE_CHECKING:
     from modelreg.api import Registry
+    from modelreg.steps import Step
 
 app = typer.Typer(
     name="modelreg",
@@ -109,12 +110,13 @@ def _redacted(text: str) -> str:
     return redact_secrets(text)
 
 
-def _error_json(code: str, message: str, hint: str | None) -> None:
+def _error_json(code: str, message: str, hint: str | None, step: Step | None = None) -> None:
     from modelreg.cli.render import emit
-    from modelreg.schemas.output import ErrorBody, ErrorOutput
+    from modelreg.schemas.output import ErrorBody, ErrorOutput, StepOut
 
     shown_hint = _redacted(hint) if hint is not None else None
-    emit(ErrorOutput(error=ErrorBody(code=code, message=_redacted(message), hint=shown_hint)))
+    body = ErrorBody(code=code, message=_redacted(message), hint=shown_hint, next=StepOut.of(step))
+    emit(ErrorOutput(error=body))
 
 
 def _error_line(text: str) -> None:
@@ -142,16 +144,21 @@ FLAGS = {
     "effective_source": "--effective-source",
     "since": "--since",
     "limit": "--limit",
+    "model_id": "--model-id",
+    "with_targets": "--with-targets",
 }
 
 
 def _report(exc: ModelregError, json_out: bool) -> int:
     if config.debug():
         sys.stderr.write(_redacted(traceback.format_exc()))
+    from modelreg.cli.steps import said
+
     message, hint = exc.worded(FLAGS)
     if json_out:
-        _error_json(exc.code.value, message, hint)
-    _error_line(f"error: {message} — {hint}" if hint else f"error: {message}")
+        _error_json(exc.code.value, message, hint, exc.step)
+    after = [t for t in (hint, said(exc.step)) if t]
+    _error_line(f"error: {message} — {'; '.join(after)}" if after else f"error: {message}")
     return exc.exit_code
 
 

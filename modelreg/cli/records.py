@@ -330,7 +330,7 @@ def state_text(record: RecordOut) -> str:
     if record.state.state == "active":
         if not record.hold_reasons:
             return "active"
-        from modelreg.rules import ReasonCode, hold_code
+        from modelreg.reasons import ReasonCode, hold_code
 
         codes = dict.fromkeys(hold_code(r) for r in record.hold_reasons)
         why = [

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from modelreg.cli.main import JsonOption, TargetOption, app, registry
-from modelreg.cli.render import emit, out, say, table
+from modelreg.cli.render import emit, out, say, say_next, table
 from modelreg.errors import InvalidInput
 
 _REF_HELP = "Record id/prefix or manifest .json."
@@ -335,4 +335,5 @@ def db_check(
         for bad in result.bad:
             out(f"{bad.table} {bad.key} {bad.column}: {bad.why}")
         say(result.message)
+        say_next(result)
     return 1 if result.bad and not result.quarantined else 0

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # `modelreg --help` imports this module: no pydantic for it
     from pydantic import BaseModel
 
+    from modelreg.schemas.output import Output, StepOut
+
 
 def clean(text: Any) -> str:
     """``text`` safe for a terminal line: control characters and escape sequences escaped."""
@@ -153,3 +155,16 @@ class HashProgress:
                 if self.done >= self.total:
                     sys.stderr.write("\n")
                 sys.stderr.flush()
+
+
+def command_of(step: StepOut | None) -> str | None:
+    """A next step (an output's data) as the command that does it, after its purpose."""
+    from modelreg.cli.steps import said
+
+    return said(step.step()) if step is not None else None
+
+
+def say_next(output: Output) -> None:
+    """Each of an output's next steps, as a command, one line each (stderr)."""
+    for step in output.next_steps:
+        say(f"next: {command_of(step)}")

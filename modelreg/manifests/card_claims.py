@@ -161,7 +161,9 @@ _RULE_CELL_RE = re.compile(r":?-{3,}+:?")
 _LICENSE_END_RE = re.compile(r"[(\[]")
 _SPACES_RE = re.compile(r"\s+")
 # What a label says in parentheses ("Context length (tokens)", "파라미터 수 (Parameters)").
-_LABEL_ASIDE_RE = re.compile(r"\s*+\([^()]{0,60}+\)")
+# (Starting only where a run of spaces starts: from inside a run, the run would be scanned
+# again at every position — quadratic in a hostile label's spaces.)
+_LABEL_ASIDE_RE = re.compile(r"(?<!\s)\s*+\([^()]{0,60}+\)")
 _HANGUL_RE = re.compile(r"[가-힣]")
 # How people name the common licenses in prose -> the Hub's id.
 LICENSE_NAMES = {

@@ -144,8 +144,9 @@ _LICENSE_RES = (
 )
 # After an org/name: "Qwen/Qwen3-8B를 양자화한", "…의 GGUF 변환", "…를 llama.cpp b4500으로
 # 양자화한" (the verb within a few words of the particle).
+# (Starting only where a run of spaces starts, like card_claims._LABEL_ASIDE_RE.)
 BASE_AFTER_RE = re.compile(
-    r"\s*+(?:을|를|의|에서|으로부터|로부터)"
+    r"(?<!\s)\s*+(?:을|를|의|에서|으로부터|로부터)"
     r"(?:\s++(?!양자화|변환|컴파일)\S{1,30}+(?<![.。!?])){0,3}+\s++(?:양자화|변환|컴파일)"
 )
 _TP_RE = re.compile(

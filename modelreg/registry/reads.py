@@ -72,6 +72,7 @@ from modelreg.rules import (
     StoredRun,
 )
 from modelreg.schemas.manifest import MODEL_ID_RE
+from modelreg.steps import Step
 
 
 class Reads:
@@ -95,7 +96,7 @@ class Reads:
             shown = ref.strip()[:200]
             raise InvalidInput(
                 f"{shown!r} is a model id; a record id is r_ and 12 hex digits (or a prefix)",
-                f"list the model's records: modelreg list --model {shown}",
+                step=Step("records", "list the model's records", model=shown),
             )
         ref = check_length("record reference", ref.strip(), RECORD_REF_MAX)
         prefix = record_prefix(ref)

@@ -315,7 +315,7 @@ def effective_holds(stated: Sequence[str], manifest: Manifest) -> list[str]:
     unknown: …" — is one hold, not two) — a manifest edited to drop a hold, or stored before
     a rule existed, is held all the same."""
     from modelreg.manifests.holds import finalize
-    from modelreg.rules import CODED_HOLDS
+    from modelreg.reasons import CODED_HOLDS
 
     def fact(reason: str) -> str:
         label = reason.partition(": ")[0]

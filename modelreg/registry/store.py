@@ -42,6 +42,7 @@ from modelreg.registry.tables import (
 )
 from modelreg.registry.writes import Writes
 from modelreg.schemas.manifest import Manifest
+from modelreg.steps import Step
 
 
 class Store:
@@ -137,12 +138,12 @@ class Store:
         always give the same record, so adding twice (or from eight hosts at once) is one
         record and one add event."""
         if manifest.model_id is None:
-            raise InvalidInput("a record needs a model id", "give --model-id org/name")
+            raise InvalidInput("a record needs a model id", "give `model_id` (org/name)")
         unhashed = [f.path for f in manifest.files if f.sha256 is None or f.bytes is None]
         if unhashed:
             raise InvalidInput(
                 f"a record's files must be hashed; {', '.join(unhashed)} has no sha256/size",
-                "record the artifact itself with: modelreg add FILE…",
+                step=Step("add", "record the artifact itself", paths=None),
             )
         check_manifest(manifest)
         check_length("actor", actor, ACTOR_MAX)
@@ -221,7 +222,8 @@ class Store:
         taken = InvalidInput(
             f"a token named {name!r} exists (or existed: names are never reused, so "
             "history stays unambiguous)",
-            "choose another name; see: modelreg token list",
+            "choose another name",
+            step=Step("tokens", "see the names taken"),
         )
         try:
             with self.write() as tx:

@@ -49,6 +49,7 @@ from modelreg.registry.tables import (
 )
 from modelreg.schemas.manifest import first_error, load_manifest, record_id_for
 from modelreg.schemas.output import ExportOutput, ImportOutput
+from modelreg.steps import Step
 from modelreg.targets import check_shared_spec
 
 FORMAT = "modelreg-export"
@@ -256,7 +257,7 @@ def read_export(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str]:
     that is truncated, altered, or has no trailer is refused whole. Lines longer than
     ``MAX_LINE_BYTES`` are refused while reading."""
     if path.is_dir():
-        raise InvalidInput(f"{path} is a directory", "give a file written by modelreg export")
+        raise InvalidInput(f"{path} is a directory", "give a file written by export")
     try:
         fh = path.open("rb")
     except FileNotFoundError:
@@ -297,7 +298,7 @@ def read_export(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str]:
     if trailer is None:
         raise InvalidInput(
             f"{path}: no trailer: the export is incomplete (cut short?) and is refused whole",
-            "export again with: modelreg export FILE",
+            step=Step("export", "export again", output=None),
         )
     counts: dict[str, int] = {}
     for _, item in rows:
@@ -308,7 +309,7 @@ def read_export(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str]:
         raise InvalidInput(
             f"{path}: the trailer does not match the rows before it: the file was altered or "
             "cut, and is refused whole",
-            "export again with: modelreg export FILE",
+            step=Step("export", "export again", output=None),
         )
     return rows, whole.hexdigest()
 
@@ -675,8 +676,8 @@ def _import_targets(
                 raise InvalidInput(
                     f"the registry already shares another definition of target {name!r}: "
                     "the import would change it",
-                    "remove it first (modelreg targets remove NAME) or import without "
-                    "--with-targets",
+                    "remove it first, or import without `with_targets`",
+                    step=Step("remove_target", name=name, why=None),
                 )
             continue
         session.add(row)

@@ -44,6 +44,7 @@ from modelreg.fingerprint import (
 from modelreg.judging import LocationState, runtime_of, suite_in_force, suite_label, trust_policy
 
 __all__ = ["Derivation", "Dirty", "LocationState", "settle", "stored"]
+from modelreg.reasons import Reason, ReasonCode
 from modelreg.registry.tables import (
     LocationCheckRow,
     PromotionRow,
@@ -55,7 +56,8 @@ from modelreg.registry.tables import (
     TargetRow,
     VerdictRow,
 )
-from modelreg.rules import Deployability, Reason, ReasonCode, StoredRun
+from modelreg.rules import Deployability, StoredRun
+from modelreg.steps import Step
 
 if TYPE_CHECKING:
     from modelreg.record import Record
@@ -65,7 +67,7 @@ if TYPE_CHECKING:
     from modelreg.targets import Target
 
 # The rules' version: bump it with any change to what a verdict is derived from or how.
-RULES_VERSION = 1
+RULES_VERSION = 2  # 2: a reason keeps its next step as data (modelreg.steps)
 RULES_SETTING = "verdicts_rules_version"
 # pg_advisory_xact_lock key of settling verdicts: "mrverdct" in ASCII, as a bigint.
 _SETTLE_LOCK_KEY = int.from_bytes(b"mrverdct", "big") & ((1 << 63) - 1)
@@ -238,7 +240,7 @@ def _reasons_json(verdict: Deployability) -> str:
             {
                 "code": r.code.value,
                 "message": r.message,
-                "hint": r.hint,
+                "step": r.step.json() if r.step is not None else None,
                 "detail": dict(r.detail) if r.detail is not None else None,
             }
             for r in verdict.reasons
@@ -252,7 +254,12 @@ def _from_row(row: Any) -> Deployability:
     from modelreg.registry.rows import aware
 
     reasons = tuple(
-        Reason(ReasonCode(r["code"]), r["message"], r.get("hint"), r.get("detail"))
+        Reason(
+            ReasonCode(r["code"]),
+            r["message"],
+            Step.from_json(r["step"]) if r.get("step") else None,
+            r.get("detail"),
+        )
         for r in json.loads(row.reasons_json)
     )
     return Deployability(

@@ -7,6 +7,7 @@ The schemas are exported to ``schemas/cli/`` (``make schema``; a test fails when
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from modelreg.schemas.manifest import Finding
 from modelreg.schemas.verification import CheckResult
+from modelreg.steps import Step
 
 
 class _Out(BaseModel):
@@ -24,6 +26,11 @@ class Output(_Out):
     """Base of every top-level output."""
 
     schema_version: Literal[1] = 1
+    next_steps: list[StepOut] = Field(
+        default_factory=list,
+        description="What to do next, as data: the CLI shows each as a command, Python as a "
+        "call (modelreg.steps).",
+    )
 
 
 UNIT_DESCRIPTION = (
@@ -32,12 +39,33 @@ UNIT_DESCRIPTION = (
 )
 
 
+class StepOut(_Out):
+    """What to do next, as data (``modelreg.steps.Step``): the ``Registry`` method that does it
+    and its arguments by name (null: one the caller fills in, e.g. a reason). The CLI shows it
+    as the command, Python as the call."""
+
+    action: str = Field(description="The Registry method that does it: verify, release, ...")
+    args: dict[str, Any] = Field(default_factory=dict)
+    purpose: str | None = Field(default=None, description="What the step is for, in words.")
+
+    @classmethod
+    def of(cls, step: Step | None) -> StepOut | None:
+        return None if step is None else cls(**step.json())
+
+    def step(self) -> Step:
+        return Step(self.action, self.purpose, **self.args)
+
+
+def steps_out(steps: Sequence[Step]) -> list[StepOut]:
+    return [StepOut(**s.json()) for s in steps]
+
+
 class ReasonOut(_Out):
-    """Why something is not deployable: a stable code, a message, the command that fixes it."""
+    """Why something is not deployable: a stable code, a message, the step that fixes it."""
 
     code: str
     message: str
-    hint: str | None = None
+    next: StepOut | None = Field(default=None, description="What would fix it.")
     detail: dict[str, Any] | None = Field(
         default=None,
         description="Structured facts behind the reason (gate_relaxed_after_failure: the terms "
@@ -149,7 +177,8 @@ class RunOut(_Out):
 class ErrorBody(_Out):
     code: str
     message: str
-    hint: str | None = None
+    hint: str | None = Field(default=None, description="What to know, in words.")
+    next: StepOut | None = Field(default=None, description="What to do next.")
 
 
 class ErrorOutput(_Out):
@@ -352,7 +381,7 @@ class DeployedOut(_Out):
     answered: list[str] = Field(description="Outputs of its latest generation check.")
     unit: dict[str, str] = Field(default_factory=dict, description=UNIT_DESCRIPTION)
     locations: list[str] = Field(
-        default_factory=list, description="Where its bytes can be fetched (modelreg fetch)."
+        default_factory=list, description="Where its bytes can be fetched (fetch)."
     )
     fetch_from: str | None = Field(
         default=None,
@@ -367,7 +396,7 @@ class DeployedOut(_Out):
 class RejectedCandidate(_Out):
     record_id: str
     why: str
-    hint: str | None = None
+    next: StepOut | None = Field(default=None, description="What would make it a candidate.")
 
 
 class DrillCaseOut(_Out):
@@ -419,10 +448,7 @@ class RollbackOutput(Output):
         description="rollback: the candidate takes production (with --apply: it did); "
         "nothing_to_do: production already is a rollback's outcome and deployable; "
         "no_candidate (a plan only): no record can take production — message says why, "
-        "hint what would make one a candidate.",
-    )
-    hint: str | None = Field(
-        default=None, description="With no_candidate: what would make a record a candidate."
+        "next_steps what would make one a candidate.",
     )
     applied: PromotionOut | None = None
     held: str | None = Field(default=None, description="The record rolled back from, now held.")

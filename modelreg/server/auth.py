@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from modelreg.api import Registry
 from modelreg.errors import Forbidden, Unauthorized
+from modelreg.steps import Step
 from modelreg.tokens import ROLE_PERMISSIONS, Permission, Role
 
 COOKIE = "modelreg_token"
@@ -34,7 +35,7 @@ def bearer_secret(authorization: str | None) -> str | None:
     if scheme.lower() != "bearer" or not secret.strip():
         raise Unauthorized(
             "the Authorization header must be 'Bearer <secret>'",
-            "create a token with: modelreg token create NAME --role ROLE",
+            step=Step("create_token", "create a token", name=None, role=None),
         )
     return secret.strip()
 
@@ -51,8 +52,8 @@ def authorize(
         raise Unauthorized(
             "this request needs a token"
             + ("" if permission is Permission.READ else f" allowed to {permission.value}"),
-            "send 'Authorization: Bearer <secret>'; create one with: modelreg token create "
-            "NAME --role ROLE",
+            "send 'Authorization: Bearer <secret>'",
+            step=Step("create_token", "create a token", name=None, role=None),
         )
     token = registry.authenticate(secret)
     role = Role(token.role)

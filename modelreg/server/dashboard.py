@@ -23,6 +23,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from modelreg.errors import ModelregError
 from modelreg.server import views
 from modelreg.server.auth import COOKIE, authorize, bearer_secret
+from modelreg.steps import Step
 from modelreg.tokens import Permission
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def environment() -> Environment:
     env.filters["runtime"] = summary  # a run's runtime in one line
     env.filters["figure"] = lambda v: "unknown" if v is None else number(float(v))
     env.filters["compact"] = _compact
+    env.filters["step"] = lambda s: shown_step(s if s is None or isinstance(s, Step) else s.step())
     return env
 
 
@@ -86,8 +88,21 @@ def render(template: str, http_status: int = 200, **context: Any) -> HTMLRespons
     return HTMLResponse(html, status_code=http_status)
 
 
-def error_page(status: int, message: str, hint: str | None) -> HTMLResponse:
-    return render("error.html", status, status=status, message=message, hint=hint)
+def error_page(
+    status: int, message: str, hint: str | None, step: Step | None = None
+) -> HTMLResponse:
+    return render(
+        "error.html", status, status=status, message=message, hint=hint, step=shown_step(step)
+    )
+
+
+def shown_step(step: Step | None) -> str | None:
+    """A next step as a person reads it on a page: what it is for, the action, its arguments."""
+    if step is None:
+        return None
+    args = ", ".join(f"{k} {'…' if v is None else v}" for k, v in step.args.items())
+    what = f"{step.action.replace('_', ' ')}" + (f" ({args})" if args else "")
+    return step.said(what)
 
 
 def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings) -> None:

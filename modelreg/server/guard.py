@@ -15,6 +15,7 @@ from modelreg.errors import (
     Unauthorized,
 )
 from modelreg.server.http import _PARAMETER_NAMES, SECURITY_HEADERS, error_json
+from modelreg.steps import Step
 from modelreg.tokens import Permission
 
 log = logging.getLogger("modelreg.server")
@@ -87,7 +88,7 @@ class Guard:
                 length = value
             elif name == b"transfer-encoding":
                 chunked = True
-        refusal: tuple[int, str, str, str | None] | None = None
+        refusal: tuple[Any, ...] | None = None  # (status, code, message, hint[, step])
         if length is not None and chunked:
             refusal = (
                 400,
@@ -132,8 +133,8 @@ class Guard:
                 if refusal is None:
                     receive = _replay(body, receive)
         if refusal is not None:
-            status, code, message, hint = refusal
-            response = error_json(status, code, message, hint)
+            status, code, message, hint, *step = refusal
+            response = error_json(status, code, message, hint, step[0] if step else None)
             response.headers["Connection"] = "close"
             if status == 401:
                 response.headers["WWW-Authenticate"] = "Bearer"
@@ -141,7 +142,9 @@ class Guard:
             return
         await self.app(scope, receive, send_with_headers)
 
-    async def _refuse_writer(self, scope: Scope) -> tuple[int, str, str, str | None] | None:
+    async def _refuse_writer(
+        self, scope: Scope
+    ) -> tuple[int, str, str, str | None, Step | None] | None:
         """Why this caller may not send a body (None: it may) — decided before it is read."""
         if self.writer is None or scope.get("path") in ("/login", "/logout"):
             return None
@@ -151,9 +154,9 @@ class Guard:
             await anyio.to_thread.run_sync(self.writer, scope)
         except (Unauthorized, Forbidden) as exc:
             status = 401 if isinstance(exc, Unauthorized) else 403
-            return status, exc.code.value, *exc.worded(_PARAMETER_NAMES)
+            return status, exc.code.value, *exc.worded(_PARAMETER_NAMES), exc.step
         except ModelregError as exc:
-            return 503, exc.code.value, *exc.worded(_PARAMETER_NAMES)
+            return 503, exc.code.value, *exc.worded(_PARAMETER_NAMES), exc.step
         return None
 
     async def _read_body(

@@ -36,7 +36,9 @@ from modelreg.errors import (
 from modelreg.schemas.output import (
     ErrorBody,
     ErrorOutput,
+    StepOut,
 )
+from modelreg.steps import Step
 
 log = logging.getLogger("modelreg.server")
 
@@ -91,11 +93,15 @@ def http_status(exc: ModelregError) -> int:
     return next((status for kind, status in _STATUS if isinstance(exc, kind)), 422)
 
 
-def error_json(status: int, code: str, message: str, hint: str | None) -> Response:
+def error_json(
+    status: int, code: str, message: str, hint: str | None, step: Step | None = None
+) -> Response:
     from modelreg.secrets import redact_secrets
 
     message, hint = redact_secrets(message), redact_secrets(hint) if hint else hint
-    body = ErrorOutput(error=ErrorBody(code=code, message=message, hint=hint))
+    body = ErrorOutput(
+        error=ErrorBody(code=code, message=message, hint=hint, next=StepOut.of(step))
+    )
     headers = {}
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="modelreg"'
@@ -158,8 +164,8 @@ def install_error_handlers(app: FastAPI) -> None:
         if status == 401 and _is_page(request):
             return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
         if _is_page(request):
-            return error_page(status, *exc.worded(_PARAMETER_NAMES))
-        return error_json(status, exc.code.value, *exc.worded(_PARAMETER_NAMES))
+            return error_page(status, *exc.worded(_PARAMETER_NAMES), exc.step)
+        return error_json(status, exc.code.value, *exc.worded(_PARAMETER_NAMES), exc.step)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
@@ -196,7 +202,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, DBAPIError):
             found = unavailable(exc, registry.url)
             if found is not None:
-                return error_json(503, found.code.value, found.message, found.cli_hint)
+                return error_json(503, found.code.value, found.message, found.hint, found.step)
         log.exception("internal error on %s %s", request.method, request.url.path)
         message = f"internal error ({type(exc).__name__}); the server log has the details"
         if _is_page(request):

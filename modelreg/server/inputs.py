@@ -68,6 +68,9 @@ class AddManifestInput(_In):
     manifest: dict[str, Any]
     record_id: str | None = Field(default=None, max_length=64)
     schema_version: int | None = None
+    next_steps: list[dict[str, Any]] = Field(
+        default_factory=list, max_length=20, description="Ignored (what inspect suggested)."
+    )
     locations: list[str] = Field(default_factory=list, max_length=100)
 
 

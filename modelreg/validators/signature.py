@@ -57,7 +57,7 @@ class SignatureCheck:
                 started,
                 Outcome.FAIL,
                 f"the record has no artifact signature; {ctx.target.name} requires one "
-                "(add it with: modelreg add PATH --signature BUNDLE)",
+                "(add the artifact again with its signature bundle)",
                 evidence,
                 classification="unsigned",
             )

@@ -245,7 +245,7 @@ def _suite_run(registry: Any, record_id: str, *, passed: bool, min_pass_rate: fl
 
 def test_accepting_a_relaxed_gate_records_it_and_promotes(registry: Any) -> None:
     from modelreg.errors import NotDeployable
-    from modelreg.rules import ReasonCode
+    from modelreg.reasons import ReasonCode
 
     record = add_synthetic(registry, 1)
     failed = _suite_run(registry, record, passed=False, min_pass_rate=0.8)

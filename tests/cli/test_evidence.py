@@ -57,7 +57,11 @@ def test_runtime_change_makes_evidence_stale_until_reverified(
         "stale: runtime changed (declared llama.cpp 0.3.36 → llama-cpp-python 0.3.36)"
     ]
     assert verdict["stale"] and verdict["reasons"][0]["code"] == "stale_runtime"
-    assert verdict["reasons"][0]["hint"] == f"modelreg verify {record} --target cpu-fleet"
+    assert verdict["reasons"][0]["next"] == {
+        "action": "verify",
+        "args": {"ref": record, "target": "cpu-fleet"},
+        "purpose": None,
+    }
     code, out, _ = cli("list", "--deployable-on", "cpu-fleet", "--json")
     (listed,) = json.loads(out)["records"]
     assert listed["record"]["record_id"] == record

@@ -163,7 +163,7 @@ def test_unknown_record_target_or_model_is_exit_2(cli, smollm2: Path) -> None:
     assert code == 2 and f"is a record id, not a model id — give its model: {SMOL_ID}" in err
     code, out, _ = cli("promote", "r_0123456789ab", "--target", "cpu", "--json")
     error = json.loads(out)["error"]
-    assert code == 2 and error["code"] == "record_not_found" and error["hint"]
+    assert code == 2 and error["code"] == "record_not_found" and error["next"]
 
 
 def test_hold_of_production_says_so_loudly(cli, smollm2: Path) -> None:

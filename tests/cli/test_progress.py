@@ -248,8 +248,12 @@ def test_verify_refuses_a_retired_or_held_record_before_anything_runs(cli, smoll
         "code": "not_deployable",
         "message": f"record {record} is not deployable on cpu: retired: superseded (verify "
         "runs nothing for a retired record)",
-        "hint": f"a retired record stays retired; verify a newer one: modelreg list --model "
-        f"{SMOL_ID}",
+        "hint": None,
+        "next": {
+            "action": "records",
+            "args": {"model": SMOL_ID},
+            "purpose": "a retired record stays retired; verify a newer one",
+        },
     }
     assert '"event"' not in err  # no check started
     shown = json.loads(cli("show", record, "--json")[1])

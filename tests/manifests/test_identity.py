@@ -12,7 +12,7 @@ import pytest
 from modelreg.bundled import SMOLLM2_BASE
 from modelreg.manifests.build import build_manifest
 from modelreg.manifests.families import families_named, family_contradiction
-from modelreg.rules import ReasonCode, hold_code
+from modelreg.reasons import ReasonCode, hold_code
 from tests.helpers import write_gguf
 
 GEMMA4 = "google/gemma-4-26b-a4b-it"

@@ -14,7 +14,7 @@ from modelreg.bundled import SMOLLM2_BASE, SMOLLM2_BASE_MODEL, SMOLLM2_BASE_REVI
 from modelreg.errors import InvalidInput, NotDeployable
 from modelreg.manifests.build import build_manifest
 from modelreg.manifests.provenance import is_quantized
-from modelreg.rules import ReasonCode, hold_code
+from modelreg.reasons import ReasonCode, hold_code
 from modelreg.schemas.manifest import Manifest, load_manifest
 from tests.helpers import record_run, synthetic_manifest, write_gguf
 

@@ -15,7 +15,7 @@ from modelreg.bundled import SMOLLM2_BASE
 from modelreg.manifests.build import build_manifest
 from modelreg.manifests.diff import diff_manifests
 from modelreg.manifests.recipe import load_recipe
-from modelreg.rules import ReasonCode, hold_code
+from modelreg.reasons import ReasonCode, hold_code
 from modelreg.schemas.manifest import Manifest, QuantRecipe
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -18,6 +18,7 @@ import modelreg
 from modelreg.bundled import SMOLLM2_BASE
 from modelreg.errors import AmbiguousRecord, InvalidInput, RecordNotFound, SchemaMismatch
 from modelreg.manifests.build import build_manifest
+from modelreg.reasons import ReasonCode
 from modelreg.registry.db import (
     SCHEMA_HEAD,
     create_registry_engine,
@@ -26,8 +27,8 @@ from modelreg.registry.db import (
     migrate,
 )
 from modelreg.registry.store import Store
-from modelreg.rules import ReasonCode
 from modelreg.schemas.manifest import Manifest
+from modelreg.steps import Step
 from tests.helpers import stored
 
 SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -89,7 +90,7 @@ def test_reworded_judgments_are_the_same_record(store: Store, smollm2: Path) -> 
 def test_record_lookup_errors_say_what_to_do(store: Store, smollm2: Path) -> None:
     with pytest.raises(RecordNotFound, match=r"registry\.records\(\)") as missing:
         stored(store).record("r_000000000000")
-    assert missing.value.cli_hint == "list records with: modelreg list"
+    assert missing.value.step == Step("records", "list records")
     with pytest.raises(InvalidInput, match="too short"):
         stored(store).record("r_")
     # Find two manifests whose record ids share a 4-hex prefix (birthday odds: a few hundred
@@ -112,7 +113,7 @@ def test_record_lookup_errors_say_what_to_do(store: Store, smollm2: Path) -> Non
 
 def test_add_without_model_id_is_refused(store: Store, smollm2: Path) -> None:
     built = build_manifest([smollm2])
-    with pytest.raises(InvalidInput, match="--model-id"):
+    with pytest.raises(InvalidInput, match="give `model_id`"):
         store.add(built.manifest, built.root, "t")
     assert stored(store).records() == []
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from safetensors.numpy import save_file
 
 from modelreg.manifests.build import build_manifest
-from modelreg.rules import ReasonCode, hold_code
+from modelreg.reasons import ReasonCode, hold_code
 from tests.safety import hostile
 
 BASE = "org/base-model@" + "a" * 40

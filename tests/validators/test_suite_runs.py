@@ -164,7 +164,7 @@ def test_base_model_without_chat_template_never_ends_its_turn(
 def test_agreement_thresholds_nobody_measured_are_not_met(smollm2: Path, tmp_path: Path) -> None:
     """The suite sets min_top1_agreement / max_mean_kl; a verify without --reference compares
     nothing, so the thresholds are unmeasured: a required check says so, never a pass."""
-    from modelreg.rules import ReasonCode
+    from modelreg.reasons import ReasonCode
 
     suite = _default_suite("facts")
     assert suite.thresholds.min_top1_agreement is not None

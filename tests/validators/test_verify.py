@@ -9,7 +9,7 @@ import pytest
 
 from modelreg.api import Registry
 from modelreg.bundled import SMOLLM2_BASE, SMOLLM2_MODEL_ID
-from modelreg.rules import ReasonCode
+from modelreg.reasons import ReasonCode
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import VerifyOptions
