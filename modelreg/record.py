@@ -46,6 +46,6 @@ class Record:
         except ValidationError:
             # A row stored before the storage boundary (or around it) holding what it now
             # refuses: read it made readable, so one bad row never breaks list or show.
-            from modelreg.registry.boundary import loads_readable
+            from modelreg.storable import loads_readable
 
             return Manifest.model_validate(loads_readable(text), context={"stored": True})

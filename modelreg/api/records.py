@@ -98,8 +98,8 @@ class Records(Core):
         can also be fetched from; this host's ``file://`` path (or, for ``hf://`` adds, the
         pinned revision) is recorded with them."""
         from modelreg.locations import file_url, parse_location
-        from modelreg.registry.boundary import text_problem
         from modelreg.signing import read_artifact_signature
+        from modelreg.storable import text_problem
         from modelreg.textsafe import for_terminal
         from modelreg.validators.signature import covered
 

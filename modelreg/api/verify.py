@@ -367,7 +367,8 @@ class Verify(Core):
     ) -> VerifyOutput:
         from concurrent.futures import ThreadPoolExecutor
 
-        from modelreg.validators.staging import stage, unrecorded_runtime_files
+        from modelreg.manifests.hf import unrecorded_runtime_files
+        from modelreg.validators.staging import stage
         from modelreg.validators.verify import (
             agreement_unmeasured,
             bind_to_staging,

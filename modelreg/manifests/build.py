@@ -29,6 +29,7 @@ from modelreg.manifests.hf import (
     file_role,
     read_card,
     resolve_hub_source,
+    unrecorded_runtime_files,
 )
 from modelreg.manifests.hf_config import (
     architecture_from_config,
@@ -615,8 +616,6 @@ def _build_safetensors(
         | ({CARD_FILE} if (directory / CARD_FILE).is_file() else set())
     )
     files = _file_entries(directory, names, req, known_digests or {})
-    from modelreg.validators.staging import unrecorded_runtime_files
-
     # transformers could load these instead of (or beside) the recorded weights; verify
     # never shows them to the runtime, but a deploy from this directory might: held, and
     # scanned like the recorded ones.

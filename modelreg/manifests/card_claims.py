@@ -19,20 +19,8 @@ from typing import Literal
 
 from modelreg.limits import CARD_DECIMALS_MAX, CARD_NUMBER_DIGITS_MAX
 from modelreg.manifests import card_korean
+from modelreg.manifests.card_words import ClaimKind, license_id, number
 
-ClaimKind = Literal[
-    "quantization",
-    "bits_per_weight",
-    "bits",
-    "context_length",
-    "sequence_length",
-    "tp_degree",
-    "batch_size",
-    "parameters",
-    "active_parameters",
-    "license",
-    "base_model",
-]
 Where = Literal["front matter", "title", "label", "table", "sentence"]
 
 # GGUF file-type names (llama.cpp's LlamaFileType without MOSTLY_), longest first so that
@@ -98,16 +86,6 @@ _N = (
 # "360M개의"): \b would not end it, Hangul being word characters too.
 _END = r"(?![A-Za-z0-9_])"
 _SCALE = rf"(?:\s*+(?P<s>[KMBT]{_END}|thousand|million|billion|trillion))?"
-_SCALES = {
-    "k": 10**3,
-    "thousand": 10**3,
-    "m": 10**6,
-    "million": 10**6,
-    "b": 10**9,
-    "billion": 10**9,
-    "t": 10**12,
-    "trillion": 10**12,
-}
 _BPW_RE = re.compile(
     _N + r"\s*+(?:bpw|(?:real |effective |average )?bits?[ -]per[ -]weight)\b", re.IGNORECASE
 )
@@ -158,30 +136,12 @@ _DECIMAL_RE = re.compile(rf"(?<![\d.])\d{{1,{_D}}}+(?:\.\d{{1,{_F}}}+)?+(?![\d]|
 _LINK_RE = re.compile(r"\[([^\[\]]*+)\]\(([^()\[\]]*+)\)")
 _MARKS_RE = re.compile(r"\*\*|__|`")
 _RULE_CELL_RE = re.compile(r":?-{3,}+:?")
-_LICENSE_END_RE = re.compile(r"[(\[]")
 _SPACES_RE = re.compile(r"\s+")
 # What a label says in parentheses ("Context length (tokens)", "파라미터 수 (Parameters)").
 # (Starting only where a run of spaces starts: from inside a run, the run would be scanned
 # again at every position — quadratic in a hostile label's spaces.)
 _LABEL_ASIDE_RE = re.compile(r"(?<!\s)\s*+\([^()]{0,60}+\)")
 _HANGUL_RE = re.compile(r"[가-힣]")
-# How people name the common licenses in prose -> the Hub's id.
-LICENSE_NAMES = {
-    "apache 2.0": "apache-2.0",
-    "apache-2.0": "apache-2.0",
-    "apache license 2.0": "apache-2.0",
-    "apache license, version 2.0": "apache-2.0",
-    "mit": "mit",
-    "gemma": "gemma",
-    "llama 2": "llama2",
-    "llama 3": "llama3",
-    "llama 3.1": "llama3.1",
-    "llama 3.2": "llama3.2",
-    "cc by 4.0": "cc-by-4.0",
-    "cc-by-4.0": "cc-by-4.0",
-    "bsd 3-clause": "bsd-3-clause",
-    "gpl-3.0": "gpl-3.0",
-}
 _LABELS: dict[str, ClaimKind] = {
     "context length": "context_length",
     "context window": "context_length",
@@ -243,23 +203,9 @@ class Claim:
 Add = Callable[..., None]
 
 
-def number(text: str, scale: str | None = None) -> float:
-    return float(text.replace(",", "").replace("_", "")) * _SCALES.get((scale or "").lower(), 1)
-
-
 def _tokens(n: str, k: str | None) -> int:
     """A token count: "32K" of context is 32,768."""
     return int(number(n)) * (1024 if k else 1)
-
-
-def license_id(text: str) -> str | None:
-    """The Hub license id a card's words name (None: not one this knows)."""
-    words = _LICENSE_END_RE.split(text.strip().strip(".").lower(), maxsplit=1)[0].strip()
-    from modelreg.schemas.licenses import KNOWN_LICENSES
-
-    if words in KNOWN_LICENSES:
-        return words
-    return LICENSE_NAMES.get(words.removesuffix(" license").removeprefix("the "))
 
 
 def read_claims(body: str, first_line: int = 1) -> list[Claim]:

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from modelreg.limits import CARD_DECIMALS_MAX, CARD_NUMBER_DIGITS_MAX
-
-if TYPE_CHECKING:
-    from modelreg.manifests.card_claims import ClaimKind
+from modelreg.manifests.card_words import ClaimKind, license_id, number
 
 _D, _F = CARD_NUMBER_DIGITS_MAX, CARD_DECIMALS_MAX
 # Korean numerals: 만 (10^4), 억 (10^8), 조 (10^12) group the digits by four; 천, 백, 십 count
@@ -196,8 +194,6 @@ def amount(match: re.Match[str], *, tokens: bool = False) -> int | None:
     """The count an ``AMOUNT`` match states: a Korean numeral's value, or the ASCII number
     times its scale (``tokens``: K is 1,024 — "32K" of context is 32,768 — and M, B, T are not
     token counts)."""
-    from modelreg.manifests.card_claims import number
-
     if match.group("ko"):
         value = korean_number(match.group("ko"))
         return None if value is None else int(value)
@@ -218,8 +214,6 @@ def first_amount(text: str, *, tokens: bool = False) -> int | None:
 def read_sentence(text: str, i: int, add: Callable[..., Any], family: bool) -> None:
     """The Korean claims of one line of prose (``family``: the line names more than one model
     size, so only a count called total or active is this model's)."""
-    from modelreg.manifests.card_claims import license_id
-
     per_weight: list[tuple[int, int]] = []
     for pattern in _BPW_RES:
         for m in pattern.finditer(text):

@@ -18,30 +18,9 @@ from modelreg.manifests.layers import (
     layer_groups,
     sliding_layout,
 )
-
-# The Neuron fit lives in neuron_fit; these names stay importable from here.
-from modelreg.manifests.neuron_fit import (
-    DEFAULT_NEURON_HOST_RUNTIME_BYTES,
-    DEFAULT_NEURON_RESERVE_BYTES,
-    NEURON_CORE_HBM_BYTES,
-    Contributor,
-    NeuronFit,
-    neuron_fit,
-)
 from modelreg.schemas.manifest import ArchitectureFacts, Manifest
 
-__all__ = [
-    "DEFAULT_NEURON_HOST_RUNTIME_BYTES",
-    "DEFAULT_NEURON_RESERVE_BYTES",
-    "NEURON_CORE_HBM_BYTES",
-    "Contributor",
-    "KVEstimate",
-    "MemoryFit",
-    "NeuronFit",
-    "kv_cache_bytes",
-    "memory_fit",
-    "neuron_fit",
-]
+__all__ = ["KVEstimate", "MemoryFit", "kv_cache_bytes", "memory_fit"]
 
 # Bytes per cached element of each KV type llama.cpp may be started with (block bytes / 32
 # elements for the quantized ones: ggml's block_q8_0 is 34 bytes, q5_1 24, q5_0 22, q4_1 20,

@@ -212,3 +212,39 @@ def check_against_blobs(resolution: HubResolution, digests: dict[str, str], root
                 )
         else:
             raise InvalidArtifact(root / rel, f"cache blob name {blob!r} is not a digest")
+
+
+# Weights and code in a checkpoint directory that transformers (or torch, or a
+# trust_remote_code model) would load or import if they were there: an unrecorded one means a
+# deploy from that directory could run on bytes the record never listed.
+RUNTIME_LOADABLE_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".pkl",
+    ".pickle",
+    ".h5",
+    ".msgpack",
+    ".onnx",
+    ".gguf",
+    ".py",
+)
+
+
+def unrecorded_runtime_files(directory: Path, recorded: set[str]) -> list[str]:
+    """Files in ``directory`` that a transformers-style loader could pick up but the record
+    does not list (sorted names)."""
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return []
+    return sorted(
+        p.name
+        for p in entries
+        if p.is_file()
+        and not p.name.startswith(".")
+        and p.name not in recorded
+        and p.suffix.lower() in RUNTIME_LOADABLE_SUFFIXES
+    )

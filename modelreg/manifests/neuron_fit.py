@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from modelreg.errors import InvalidInput
+from modelreg.manifests.fit import KVEstimate, kv_cache_bytes
 from modelreg.manifests.neuron_dtypes import FLOAT_DTYPES, canonical_dtype, dtype_bytes
 from modelreg.schemas.manifest import (
     PARAMETER_GROUPS,
@@ -33,7 +34,6 @@ from modelreg.schemas.manifest import (
 )
 
 if TYPE_CHECKING:
-    from modelreg.manifests.fit import KVEstimate
     from modelreg.targets import Target
 
 GB, GiB = 10**9, 1 << 30
@@ -230,7 +230,6 @@ def kv_cache_per_rank(
     head sizes, sliding-window layers capped at the window, KV-shared layers holding none).
     Then its notes — or None and why, when a fact it needs is not recorded."""
     # At call time: fit.py imports this module.
-    from modelreg.manifests.fit import kv_cache_bytes
     from modelreg.manifests.layers import layer_groups
 
     missing = [

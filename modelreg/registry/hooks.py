@@ -17,16 +17,18 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import exists, update
 from sqlmodel import Session, col, func, select
 
 from modelreg.clock import utcnow
 from modelreg.registry.rows import Event, aware, event_row
-from modelreg.registry.store import Store
 from modelreg.registry.tables import EventRow, WebhookDeliveryRow, WebhookRow
 from modelreg.webhooks import EVENTS
+
+if TYPE_CHECKING:
+    from modelreg.registry.store import Store
 
 PENDING, DELIVERED, FAILED, CANCELLED = "pending", "delivered", "failed", "cancelled"
 

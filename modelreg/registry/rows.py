@@ -18,7 +18,6 @@ from sqlmodel import SQLModel
 
 from modelreg.clock import utcnow
 from modelreg.record import Record
-from modelreg.registry.boundary import loads_readable
 from modelreg.registry.tables import (
     ApiTokenRow,
     EventRow,
@@ -32,6 +31,7 @@ from modelreg.rules import (
 )
 from modelreg.schemas.manifest import Manifest
 from modelreg.schemas.verification import CheckResult, Outcome
+from modelreg.storable import loads_readable
 
 ADD_RETRIES = 5
 CHUNK = 500  # ids per IN (...) list

@@ -32,7 +32,8 @@ from modelreg import api
 from modelreg.process import tune_collector
 from modelreg.server.auth import COOKIE, authorize, bearer_secret
 from modelreg.server.guard import ASGIApp, Guard, Scope, _permission_of
-from modelreg.server.http import API, ServerSettings, _cookie, install_error_handlers
+from modelreg.server.handlers import install_error_handlers
+from modelreg.server.http import API, ServerSettings, _cookie
 from modelreg.server.routes import router
 
 log = logging.getLogger("modelreg.server")

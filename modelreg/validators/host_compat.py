@@ -12,7 +12,8 @@ from typing import Any
 
 from modelreg.clock import utcnow
 from modelreg.deployed_unit import serves_own_runtime
-from modelreg.manifests.fit import memory_fit, neuron_fit
+from modelreg.manifests.fit import memory_fit
+from modelreg.manifests.neuron_fit import neuron_fit
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.cpu_features import missing_flags

@@ -19,7 +19,7 @@ one.)
 
 Only recorded files are staged: a weight file under a name the loader prefers, or Python code
 a loader would import, that sits beside the record's files is never seen by the runtime, and
-``unrecorded_runtime_files`` names it so verify can fail on it.
+``manifests.hf.unrecorded_runtime_files`` names it so verify can fail on it.
 """
 
 from __future__ import annotations
@@ -34,24 +34,6 @@ from pathlib import Path
 # Files smaller than this are copied into the staging directory (their content is then
 # frozen); larger ones are linked.
 COPY_BELOW_BYTES = 64 << 20
-
-# Weights and code in a checkpoint directory that transformers (or torch, or a
-# trust_remote_code model) would load or import if they were there: an unrecorded one means a
-# deploy from that directory could run on bytes the record never listed.
-RUNTIME_LOADABLE_SUFFIXES = (
-    ".safetensors",
-    ".bin",
-    ".pt",
-    ".pth",
-    ".ckpt",
-    ".pkl",
-    ".pickle",
-    ".h5",
-    ".msgpack",
-    ".onnx",
-    ".gguf",
-    ".py",
-)
 
 
 @dataclass(frozen=True)
@@ -127,20 +109,3 @@ def stage(files: dict[str, Path]) -> Iterator[StagedView]:
         yield view
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def unrecorded_runtime_files(directory: Path, recorded: set[str]) -> list[str]:
-    """Files in ``directory`` that a transformers-style loader could pick up but the record
-    does not list (sorted names)."""
-    try:
-        entries = list(directory.iterdir())
-    except OSError:
-        return []
-    return sorted(
-        p.name
-        for p in entries
-        if p.is_file()
-        and not p.name.startswith(".")
-        and p.name not in recorded
-        and p.suffix.lower() in RUNTIME_LOADABLE_SUFFIXES
-    )

@@ -6,9 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from modelreg.manifests.hf import unrecorded_runtime_files
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.targets import Target
-from modelreg.validators.staging import stage, unrecorded_runtime_files
+from modelreg.validators.staging import stage
 from modelreg.validators.verify import bind_to_staging, measured_memory
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
