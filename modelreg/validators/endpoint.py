@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 
 from modelreg import host, units
 from modelreg.clock import utcnow
+from modelreg.costs import describe_cost, run_cost
 from modelreg.deployed_unit import deployed_unit, serves_own_runtime
 from modelreg.schemas.suite import (
     Classification,
@@ -618,6 +619,9 @@ class _EndpointRun:
         self._plausibility(resources)
         self.evidence["generations"] = kept
         self.evidence["resources"] = resources.model_dump(mode="json")
+        cost = run_cost(self.ctx.target, resources)
+        if cost is not None:
+            self.evidence["cost"] = cost
         self.evidence["suite_result"] = result.model_dump(mode="json")
         if not result.passed:
             self.findings.append(_Finding(3, *self._suite_failure(result)))
@@ -743,6 +747,9 @@ class _EndpointRun:
             speed.append(f"TTFT max {units.duration_ms(resources.ttft_ms_max)}")
         if resources.decode_tokens_per_s is not None:
             speed.append(units.rate(resources.decode_tokens_per_s))
+        costs = describe_cost(self.evidence.get("cost"))
+        if costs:
+            speed.append(costs)
         pending = self._not_exercised()
         if self.findings:
             ordered = sorted(self.findings, key=lambda f: f.rank)

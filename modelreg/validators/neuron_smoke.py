@@ -100,4 +100,4 @@ class NeuronSmoke:
             max_tokens=ctx.options.max_new_tokens,
         )
         evidence["neuron_versions"] = (child.response or {}).get("neuron_versions")
-        return judge_run(self.name, started, child, evidence, "torch-neuronx", suite)
+        return judge_run(self.name, started, child, evidence, "torch-neuronx", suite, ctx.target)
