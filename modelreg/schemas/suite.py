@@ -267,6 +267,11 @@ class Thresholds(BaseModel):
     )
     min_top1_agreement: float | None = Field(default=None, ge=0, le=1)
     max_mean_kl: float | None = Field(default=None, ge=0, le=MAX_KL)
+    # The record (id or prefix) the agreement gates compare with. Named: every verify must
+    # compare with a reference (else agreement is unmeasured, and the record not deployable).
+    # Not named: the agreement gates judge a comparison asked for (verify --reference), and a
+    # verify without one is not held back by them.
+    reference: str | None = Field(default=None, min_length=1, max_length=200)
 
     @field_validator("subsets", "max_subset_pass_rate_drop")
     @classmethod
@@ -279,6 +284,15 @@ class Thresholds(BaseModel):
 
     @model_validator(mode="after")
     def _baseline_complete(self) -> Thresholds:
+        if (
+            self.reference is not None
+            and self.min_top1_agreement is None
+            and self.max_mean_kl is None
+        ):
+            raise ValueError(
+                "a reference needs a gate to judge the comparison by: min_top1_agreement or "
+                "max_mean_kl"
+            )
         drops = self.max_pass_rate_drop is not None or bool(self.max_subset_pass_rate_drop)
         if drops and self.max_pass_rate_drop_vs is None:
             raise ValueError("a pass-rate drop needs its baseline: max_pass_rate_drop_vs")
@@ -287,6 +301,10 @@ class Thresholds(BaseModel):
                 "max_pass_rate_drop_vs needs max_pass_rate_drop or max_subset_pass_rate_drop"
             )
         return self
+
+
+# (block, …, key) of the fields ``Suite.canonical_json`` leaves out while they are None.
+_DIGESTED_WHEN_SET: tuple[tuple[str, ...], ...] = (("thresholds", "reference"),)
 
 
 class Suite(BaseModel):
@@ -316,7 +334,17 @@ class Suite(BaseModel):
         return self
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        data = self.model_dump(mode="json")
+        # Fields added after suites were first stored count only when set: a suite that does
+        # not use them keeps the digest its runs were judged under.
+        for path in _DIGESTED_WHEN_SET:
+            *parents, key = path
+            block = data
+            for parent in parents:
+                block = block.get(parent) or {}
+            if block.get(key, 0) is None:
+                del block[key]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def digest(self) -> str:
         """sha256 of the canonical content: layout, comments and key order do not count."""
