@@ -6,8 +6,9 @@ power and measured speed together ("장비 가격만 있는 비교표와 model b
 합쳐야 전체 비용과 위험을 볼 수 있습니다"): only a declared price and a measured rate give a
 cost, never a guessed one.
 
-The rate is the decode rate the run measured (one stream). Which rate it is is said in the
-figures (``rate_basis``).
+The rate is the run's generation throughput when its suite asked for traffic (tokens generated
+over the measured phase's wall time: requests in flight together share the host's hour),
+else the decode rate of one stream. Which one is said in the figures (``rate_basis``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ TOKENS_PER_UNIT = 1000  # figures are per 1,000 generated tokens
 
 def generation_rate(resources: Resources) -> tuple[float | None, str]:
     """(tokens generated per second, what that rate is)."""
+    traffic = resources.traffic
+    if traffic is not None and traffic.throughput_tokens_per_s:
+        return traffic.throughput_tokens_per_s, (
+            f"throughput of {traffic.requests} requests, {traffic.concurrency} in flight"
+        )
     if resources.decode_tokens_per_s:
         return resources.decode_tokens_per_s, "decode rate of one stream"
     return None, "no generation rate measured"

@@ -33,7 +33,7 @@ from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.child import ChildRun
 from modelreg.validators.judge import evaluate_suite, suite_on_target
-from modelreg.validators.resources import resources_from_response
+from modelreg.validators.resources import resources_from_response, with_traffic
 
 if TYPE_CHECKING:
     from modelreg.targets import Target
@@ -196,6 +196,15 @@ def describe_result(result: SuiteResult) -> str:
             figures.append(f"decode {units.rate(r.decode_tokens_per_s)}")
         if r.ttft_ms_max is not None:
             figures.append(f"TTFT max {units.duration_ms(r.ttft_ms_max)}")
+        t = r.traffic
+        if t is not None and t.status == "ok":
+            p50, p95 = units.duration_ms(t.ttft_ms_p50 or 0), units.duration_ms(t.ttft_ms_p95 or 0)
+            figures.append(
+                f"traffic {t.requests} requests × {t.concurrency} in flight: TTFT p50 {p50} "
+                f"p95 {p95}"
+            )
+        elif t is not None:
+            figures.append(f"traffic not measured ({t.reason})")
         if figures:
             return " ".join(parts) + "; " + ", ".join(figures)
     return " ".join(parts)
@@ -256,6 +265,9 @@ def judge_run(
         if key in response:
             evidence[key] = response[key]
     resources = resources_from_response(response)
+    if suite.latency is not None:
+        resources = with_traffic(resources, response.get("traffic"), suite.latency)
+        evidence["traffic_requests"] = (response.get("traffic") or {}).get("requests")
     result = evaluate_suite(suite, generations_from_response(response, suite), resources)
     verdicts = {c.case_id: c for c in result.cases}
     generations = response.get("generations", [])
