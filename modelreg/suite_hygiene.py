@@ -146,7 +146,7 @@ def _sha256(data: bytes) -> str:
 def prompts_digests(suite: Suite) -> dict[str, str]:
     """sha256 of each case's prompt (UTF-8), and of every prompt one per line (with and
     without a final newline): what a calibration set that *is* the suite would hash to."""
-    digests = {_sha256(c.prompt.encode()): f"case {c.id!r}'s prompt" for c in suite.cases}
+    digests = {_sha256(c.prompt.encode()): f"the prompt of case {c.id!r}" for c in suite.cases}
     joined = "\n".join(c.prompt for c in suite.cases)
     digests[_sha256(joined.encode())] = "the suite's prompts, one per line"
     digests[_sha256((joined + "\n").encode())] = "the suite's prompts, one per line"
@@ -179,7 +179,7 @@ def calibration_problems(
             prompt = normalise(case.prompt)
             if len(prompt) >= MIN_CALIBRATION_MATCH_CHARS and prompt in text:
                 problems.append(
-                    f"case {case.id!r}'s prompt is in the calibration set {calibration.name}: "
+                    f"the prompt of case {case.id!r} is in the calibration set {calibration.name}: "
                     "the suite would measure what the quantizer was tuned on"
                 )
     elif wanted is not None:

@@ -202,7 +202,7 @@ def test_a_calibration_set_holding_a_suite_prompt_is_refused(cli: Cli, tmp_path:
         "suite", "check", suite, "--recipe", _recipe(tmp_path, digest), "--calibration", calibration
     )
     assert code == 2
-    assert "case 'japan''s prompt is in the calibration set calib.txt" in err
+    assert "the prompt of case 'japan' is in the calibration set calib.txt" in err
     assert "'france'" not in err
     # A clean calibration text with the recipe's digest passes.
     calibration.write_text("Text the suite never asks.\n")
