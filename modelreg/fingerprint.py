@@ -348,6 +348,11 @@ def target_definition(target: Target) -> Fingerprint:
             f"{name}={value:g}"
             for name, value in sorted(target.gates.model_dump(exclude_none=True).items())
         )
+    # Only when declared, like gates: a definition without them fingerprints as before.
+    if target.cost_per_hour_usd is not None:
+        definition["cost_per_hour_usd"] = f"{target.cost_per_hour_usd:g}"
+    if target.power_watts is not None:
+        definition["power_watts"] = f"{target.power_watts:g}"
     return {f"{TARGET_PREFIX}{k}": v for k, v in definition.items()}
 
 

@@ -41,6 +41,8 @@ MAX_KL = 100.0  # max_mean_kl, nats
 
 # A target definition (targets.py _TargetSpec; the targets file at most 1 MiB).
 MAX_TARGET_MEMORY_GIB = float(1 << 20)  # memory_gib, swap_gib: 1 PiB
+MAX_COST_PER_HOUR_USD = 100_000.0  # a target's cost_per_hour_usd
+MAX_POWER_WATTS = 1_000_000.0  # a target's power_watts (a rack, not a grid)
 MAX_TARGET_HOSTS = 1000
 MAX_TARGET_FLAGS = 1000  # cpu_flags, forbidden_flags, required_build_flags
 MAX_TARGET_PROMPTS = 100  # golden_prompts

@@ -24,6 +24,7 @@ from modelreg.rules import GateTerms, relaxations
 from modelreg.safeyaml import load_yaml, read_yaml_file
 from modelreg.schemas.manifest import accepted_keys
 from modelreg.schemas.suite import Case, CaseResult, Suite, SuiteResult, Thresholds
+from modelreg.suite_hygiene import require_consistent
 from modelreg.textsafe import for_terminal
 
 MAX_SUITE_BYTES = 1 << 20
@@ -95,9 +96,11 @@ def parse_suite(data: Any, origin: str) -> Suite:
     if not data.get("cases"):
         raise InvalidInput(f"{origin}: the suite has no cases")
     try:
-        return Suite.model_validate(data)
+        suite = Suite.model_validate(data)
     except ValidationError as exc:
         raise InvalidInput(*_error_line(exc, data, origin)) from None
+    # What a file says goes through here; a stored suite is read back as it was accepted.
+    return require_consistent(suite, origin)
 
 
 def load_suite(path: Path) -> Suite:
@@ -201,6 +204,7 @@ def append_case(path: Path, case: Case) -> Suite:
             )
     wanted = suite.model_copy(update={"cases": [*suite.cases, case]})
     wanted = Suite.model_validate(wanted.model_dump())  # thresholds and ids re-checked
+    require_consistent(wanted, str(path))
     new_text = _insert_case(text, case)
     if new_text is None or parse_suite(load_yaml(new_text, origin=str(path)), str(path)) != wanted:
         new_text = yaml.safe_dump(
@@ -282,7 +286,7 @@ def _case_changes(old: Case, new: Case) -> list[str]:
 
 # Thresholds that are not limits of one gate each (the rest are: ``max_…`` / ``min_…``).
 _NOT_LIMITS = frozenset(
-    {"min_pass_rate", "subsets", "max_pass_rate_drop_vs", "max_subset_pass_rate_drop"}
+    {"min_pass_rate", "subsets", "max_pass_rate_drop_vs", "max_subset_pass_rate_drop", "reference"}
 )
 
 

@@ -32,6 +32,9 @@ User-defined targets come from a YAML file (``$MODELREG_TARGETS`` or
         # Speed and memory gates of this target's hosts, on top of the suite's quality gates
         # (the names of a suite's thresholds; a suite meant for every host has none):
         gates: {min_decode_tokens_per_s: 20, max_ttft_ms: 2000, max_peak_rss_gib: 4}
+        # What one host costs and draws: runs report $ and Wh per 1,000 generated tokens.
+        cost_per_hour_usd: 0.76
+        power_watts: 500
 
 A definition is a fact of the registry, the same for every reader: a targets file is a way to
 write definitions (``modelreg targets apply FILE``), never read when a verdict is made. Paths in
@@ -195,6 +198,9 @@ class Target:
     # Resource gates its hosts must meet on every suite run here (``gates:``), on top of the
     # suite's own; None: none declared.
     gates: ResourceGates | None = None
+    # What one of its hosts costs ($/hour) and draws (watts), as declared; None: not declared.
+    cost_per_hour_usd: float | None = None
+    power_watts: float | None = None
     # The stored definition's digest (``spec_digest``; None: built in).
     spec_sha256: str | None = None
     # ``for_host``: the definition this host's view was made from (None: this is one).
@@ -345,6 +351,10 @@ class _TargetSpec(BaseModel):
     gates: ResourceGates | None = None
     # {license class or license id: allow | warn | deny} (modelreg.license_policy.policy).
     license_policy: dict[str, Literal["allow", "warn", "deny"]] | None = None
+    # What one host costs and draws (modelreg.costs): runs report cost and energy per 1,000
+    # generated tokens at the rate they measured.
+    cost_per_hour_usd: float | None = Field(default=None, gt=0, le=limits.MAX_COST_PER_HOUR_USD)
+    power_watts: float | None = Field(default=None, gt=0, le=limits.MAX_POWER_WATTS)
 
 
 BUILTIN_SUITES = ("default-chat",)
@@ -758,6 +768,8 @@ def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
         serving=_serving(Path(f"target {name!r}"), name, spec),
         # ``gates: {}`` declares nothing: the same definition as no block at all.
         gates=spec.gates if spec.gates is not None and spec.gates.declared else None,
+        cost_per_hour_usd=spec.cost_per_hour_usd,
+        power_watts=spec.power_watts,
     )
 
 

@@ -20,11 +20,38 @@ SuiteArg = Annotated[str, typer.Argument(metavar="SUITE", help="Suite file, or '
 
 
 @suite_app.command("check")
-def check(suite: SuiteArg, json_out: JsonOption = False) -> int:
-    """Validate a suite file: its cases, subsets, thresholds; print its digest."""
+def check(
+    suite: SuiteArg,
+    recipe: Annotated[
+        Path | None,
+        typer.Option(
+            "--recipe",
+            metavar="RECIPE",
+            help="A quantization recipe: its calibration set must not hold the suite's prompts.",
+        ),
+    ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            metavar="FILE",
+            help="The calibration text itself: no prompt of the suite may be in it (and its "
+            "sha256 must be the recipe's).",
+        ),
+    ] = None,
+    json_out: JsonOption = False,
+) -> int:
+    """Validate a suite file: its cases, subsets, thresholds; print its digest. A suite that
+    asks one question twice, or the same question in two subsets, is refused; so is one whose
+    prompts are in the calibration set of --recipe / --calibration."""
     from modelreg.api import check_suite
+    from modelreg.suite_hygiene import check_calibration
 
     result = check_suite(Path(suite))
+    if recipe is not None or calibration is not None:
+        from modelreg.judging import load_suite_ref
+
+        check_calibration(load_suite_ref(suite), recipe, calibration, suite)
     if json_out:
         emit(result)
     else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import string
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,13 @@ from pydantic import ValidationError
 from modelreg.errors import InvalidArtifact, InvalidInput
 from modelreg.manifests.hf import file_role
 from modelreg.manifests.hf_config import first_int, read_json_object, text_config
-from modelreg.schemas.manifest import FileRole, HostEmbedding, NeuronFacts, first_error
+from modelreg.schemas.manifest import (
+    FileRole,
+    HostEmbedding,
+    NeuronFacts,
+    ServeEntry,
+    first_error,
+)
 
 NEURON_CONFIG = "neuron_config.json"
 DEPLOY_MANIFEST = "modelreg-deploy.json"
@@ -299,7 +306,46 @@ def _slim_facts(path: Path) -> NeuronFacts:
         "context_buckets": _buckets(raw),
         "host_embedding": embedding,
     }
+    if "serve" in raw:
+        data["serve"] = _serve_entry(path, raw["serve"])
     return _facts(path, data)
+
+
+SERVE_PLACEHOLDERS = frozenset({"python", "bundle", "port"})
+
+
+def _serve_entry(path: Path, raw: Any) -> ServeEntry:
+    """The bundle's serving entry point (``serve: {argv: […], script: server.py}``): its
+    script a file of the bundle, its command naming ``{port}`` (where verify asks it) and no
+    placeholder but ``{python}``, ``{bundle}``, ``{port}``."""
+    if not isinstance(raw, dict):
+        raise InvalidArtifact(path, "serve must be an object: {argv: [...], script: FILE}")
+    try:
+        entry = ServeEntry.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidArtifact(path, f"serve.{first_error(exc)}") from None
+    script = confined(path.parent, entry.script, path)
+    if not script.is_file():
+        raise InvalidArtifact(path, f"serve.script {entry.script!r} is not a file of the bundle")
+    named: set[str] = set()
+    for arg in entry.argv:
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(arg) if f is not None]
+        except ValueError as exc:
+            raise InvalidArtifact(path, f"serve.argv {arg[:80]!r}: {exc}") from None
+        unknown = [f for f in fields if f not in SERVE_PLACEHOLDERS]
+        if unknown:
+            raise InvalidArtifact(
+                path,
+                f"serve.argv {arg[:80]!r} names {{{unknown[0]}}}: the placeholders are "
+                "{python}, {bundle} and {port}",
+            )
+        named.update(fields)
+    if "port" not in named:
+        raise InvalidArtifact(path, "serve.argv must name {port}: verify chooses where it listens")
+    if not any(entry.script in arg for arg in entry.argv):
+        raise InvalidArtifact(path, f"serve.argv does not run serve.script {entry.script!r}")
+    return entry
 
 
 # Module-level names a server script uses for the compile shape, e.g. ``TP = 2``,

@@ -526,6 +526,23 @@ class HostEmbedding(BaseModel):
     source: str = "unknown"
 
 
+class ServeEntry(BaseModel):
+    """A bundle's own serving entry point, as its deploy manifest declares it (``serve:`` in
+    modelreg-deploy.json): the command that starts its OpenAI-compatible server, with
+    ``{python}`` (this interpreter), ``{bundle}`` (the bundle directory) and ``{port}``
+    (where it must listen, on 127.0.0.1) filled in; ``script`` is the bundle file it runs.
+    What neuron-smoke exercises on a Neuron host: seed 001's embedding bug lived in the
+    bundle's server (deploy_sqz.py / optb_server_sqz.py), not in its manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    argv: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        min_length=1, max_length=64
+    )
+    script: str = Field(min_length=1, max_length=4096)
+    source: str | None = Field(default=None, max_length=4000)
+
+
 class NeuronFacts(BaseModel):
     """What an Inferentia2 bundle was compiled as (NxD Inference, optimum-neuron, slim, or a
     bundle as published: config, neff / model.pt, embedding table, server, Dockerfile)."""
@@ -549,6 +566,7 @@ class NeuronFacts(BaseModel):
     compiled_on: str | None = None
     neff_bytes: ByteCount | None = Field(default=None, ge=0)
     host_embedding: HostEmbedding | None = None
+    serve: ServeEntry | None = None  # the bundle's own server, when its manifest declares it
     pt_archives: dict[str, list[str]] = Field(default_factory=dict)  # .pt file -> neff entries
     compile_host: HostRun | None = None
     deploy_host: HostRun | None = None

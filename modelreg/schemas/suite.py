@@ -267,6 +267,11 @@ class Thresholds(BaseModel):
     )
     min_top1_agreement: float | None = Field(default=None, ge=0, le=1)
     max_mean_kl: float | None = Field(default=None, ge=0, le=MAX_KL)
+    # The record (id or prefix) the agreement gates compare with. Named: every verify must
+    # compare with a reference (else agreement is unmeasured, and the record not deployable).
+    # Not named: the agreement gates judge a comparison asked for (verify --reference), and a
+    # verify without one is not held back by them.
+    reference: str | None = Field(default=None, min_length=1, max_length=200)
 
     @field_validator("subsets", "max_subset_pass_rate_drop")
     @classmethod
@@ -279,6 +284,15 @@ class Thresholds(BaseModel):
 
     @model_validator(mode="after")
     def _baseline_complete(self) -> Thresholds:
+        if (
+            self.reference is not None
+            and self.min_top1_agreement is None
+            and self.max_mean_kl is None
+        ):
+            raise ValueError(
+                "a reference needs a gate to judge the comparison by: min_top1_agreement or "
+                "max_mean_kl"
+            )
         drops = self.max_pass_rate_drop is not None or bool(self.max_subset_pass_rate_drop)
         if drops and self.max_pass_rate_drop_vs is None:
             raise ValueError("a pass-rate drop needs its baseline: max_pass_rate_drop_vs")
@@ -287,6 +301,32 @@ class Thresholds(BaseModel):
                 "max_pass_rate_drop_vs needs max_pass_rate_drop or max_subset_pass_rate_drop"
             )
         return self
+
+
+MAX_LATENCY_REPEAT = 100
+MAX_LATENCY_CONCURRENCY = 64
+MAX_LATENCY_WARMUP = 100
+
+
+class LatencyPlan(BaseModel):
+    """How a run measures latency like traffic (``latency:`` in a suite): after the judged
+    run, ``warmup`` requests that are not measured, then every case (or those of ``cases``)
+    asked ``repeat`` times with ``concurrency`` requests in flight at once — a closed loop of
+    that many clients. TTFT percentiles and per-sequence decode come from those requests, and
+    the evidence says how the runtime batched them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    warmup: int = Field(default=1, ge=0, le=MAX_LATENCY_WARMUP)
+    repeat: int = Field(default=3, ge=1, le=MAX_LATENCY_REPEAT)
+    concurrency: int = Field(default=1, ge=1, le=MAX_LATENCY_CONCURRENCY)
+    cases: list[Annotated[str, Field(pattern=SLUG)]] = Field(
+        default_factory=list, max_length=MAX_SUITE_CASES
+    )
+
+
+# (block, …, key) of the fields ``Suite.canonical_json`` leaves out while they are None.
+_DIGESTED_WHEN_SET: tuple[tuple[str, ...], ...] = (("thresholds", "reference"), ("latency",))
 
 
 class Suite(BaseModel):
@@ -299,6 +339,7 @@ class Suite(BaseModel):
     description: str = Field(default="", max_length=8000)
     thresholds: Thresholds
     cases: list[Case] = Field(min_length=1, max_length=MAX_SUITE_CASES)
+    latency: LatencyPlan | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Suite:
@@ -307,6 +348,9 @@ class Suite(BaseModel):
             if case.id in seen:
                 raise ValueError(f"case id {case.id!r} is used twice")
             seen.add(case.id)
+        for case_id in self.latency.cases if self.latency is not None else []:
+            if case_id not in seen:
+                raise ValueError(f"latency.cases names {case_id!r}, but no case has that id")
         subsets = {case.subset for case in self.cases}
         for subset in [*self.thresholds.subsets, *self.thresholds.max_subset_pass_rate_drop]:
             if subset not in subsets:
@@ -316,7 +360,17 @@ class Suite(BaseModel):
         return self
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        data = self.model_dump(mode="json")
+        # Fields added after suites were first stored count only when set: a suite that does
+        # not use them keeps the digest its runs were judged under.
+        for path in _DIGESTED_WHEN_SET:
+            *parents, key = path
+            block = data
+            for parent in parents:
+                block = block.get(parent) or {}
+            if block.get(key, 0) is None:
+                del block[key]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def digest(self) -> str:
         """sha256 of the canonical content: layout, comments and key order do not count."""
@@ -359,6 +413,31 @@ class Verdict(BaseModel):
         return self.classification is Classification.PASS
 
 
+class Traffic(BaseModel):
+    """Latency measured like traffic (a suite's ``latency:`` plan): ``requests`` measured
+    after ``warmup``, ``concurrency`` in flight at once; TTFT from each request's own start to
+    its first token; decode per sequence (its generated tokens after the first over the time
+    from its first token to its last); ``batching`` says how the runtime served them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok", "not_run", "error"]
+    reason: str | None = None  # why not run / what failed
+    warmup: int
+    repeat: int
+    concurrency: int
+    requests: int = 0  # measured
+    batching: str | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p95: float | None = None
+    ttft_ms_max: float | None = None
+    decode_tokens_per_s_p50: float | None = None  # per sequence, the median request's
+    decode_tokens_per_s_min: float | None = None  # per sequence, the slowest request's
+    throughput_tokens_per_s: float | None = None  # tokens generated / the phase's wall time
+    max_in_flight: int | None = None  # sequences the runtime held at once, at most
+    wall_ms: float | None = None
+
+
 class Resources(BaseModel):
     """What the runtime used, measured in its own process over one run."""
 
@@ -373,6 +452,9 @@ class Resources(BaseModel):
     decode_tokens_per_s: float | None = None
     context_used_tokens: int | None = None  # the most any one generation used
     context_tokens: int | None = None  # what the runtime allocated
+    # The suite's latency plan, measured: the TTFT and decode figures above are then these
+    # requests' (None: the suite asks for no traffic).
+    traffic: Traffic | None = None
 
     @property
     def peak_rss_gib(self) -> float | None:

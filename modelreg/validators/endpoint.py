@@ -43,8 +43,10 @@ from urllib.parse import urlsplit
 
 from modelreg import host, units
 from modelreg.clock import utcnow
+from modelreg.costs import describe_cost, run_cost
 from modelreg.deployed_unit import deployed_unit, serves_own_runtime
 from modelreg.schemas.suite import (
+    Case,
     Classification,
     FinishReason,
     Generation,
@@ -86,7 +88,7 @@ from modelreg.validators.openai_client import (
     EndpointUnavailable,
     OpenAIClient,
 )
-from modelreg.validators.resources import percentile
+from modelreg.validators.resources import percentile, with_traffic
 from modelreg.validators.smoke import (
     GOLDEN_SUITE_NAME,
     describe_result,
@@ -200,6 +202,7 @@ class _EndpointRun:
     findings: list[_Finding] = field(default_factory=list)
     identity: IdentityVerdict | None = None
     runtime: LaunchedRuntime | None = None  # the launched runtime, when there is one
+    traffic: dict[str, Any] | None = None  # the suite's latency plan, as the server answered
 
     def done(self, verdict: _Verdict) -> CheckResult:
         return finish(
@@ -413,6 +416,8 @@ class _EndpointRun:
 
         self._started_context(server.get("props") or {})
         answers = self._ask(client, ids[0] if ids else None)
+        if self.suite.latency is not None:
+            self.traffic = self._traffic(client, ids[0] if ids else None)
         if self.runtime is not None and self.ctx.target.serving is not None:
             self._served_context_probe(ids[0] if ids else None)
         served.answered_as = first_strings(a.model for _, a in answers)
@@ -529,22 +534,7 @@ class _EndpointRun:
         answers = []
         cases = self.suite.cases
         for k, case in enumerate(cases, 1):
-            chat = has_template if case.chat is None else case.chat
-            body: dict[str, Any] = {
-                "max_tokens": case.max_tokens,
-                **GREEDY,
-                "seed": self.ctx.options.seed,
-                "stream": True,
-            }
-            if model_id is not None:
-                body["model"] = model_id
-            asked = case.prompt_for(self.ctx.record.manifest.architecture.context_length)
-            if chat:
-                body["messages"] = [{"role": "user", "content": asked}]
-                path = "/v1/chat/completions"
-            else:
-                body["prompt"] = asked
-                path = "/v1/completions"
+            path, body, chat = self._case_request(case, model_id, has_template)
             try:
                 answer = client.generate(path, body | extensions, chat)
             except EndpointRejected as exc:
@@ -558,6 +548,86 @@ class _EndpointRun:
             answers.append((case.id, answer))
             self.ctx.progress.case_answered(EndpointSmoke.name, k, len(cases), case.id)
         return answers
+
+    def _case_request(
+        self, case: Case, model_id: str | None, has_template: bool
+    ) -> tuple[str, dict[str, Any], bool]:
+        """(path, body, chat) of the streamed greedy request that asks ``case``."""
+        chat = has_template if case.chat is None else case.chat
+        body: dict[str, Any] = {
+            "max_tokens": case.max_tokens,
+            **GREEDY,
+            "seed": self.ctx.options.seed,
+            "stream": True,
+        }
+        if model_id is not None:
+            body["model"] = model_id
+        asked = case.prompt_for(self.ctx.record.manifest.architecture.context_length)
+        if chat:
+            body["messages"] = [{"role": "user", "content": asked}]
+            return "/v1/chat/completions", body, True
+        body["prompt"] = asked
+        return "/v1/completions", body, False
+
+    def _traffic(self, client: OpenAIClient, model_id: str | None) -> dict[str, Any]:
+        """The suite's latency plan against the server: ``warmup`` requests, then each case
+        ``repeat`` times, ``concurrency`` clients each sending its next request when its last
+        one ended (a closed loop), every request streamed on its own connection."""
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        plan = self.suite.latency
+        assert plan is not None
+        serving = self.ctx.target.serving
+        server = f"; the target serves {serving.parallel} in parallel" if serving else ""
+        result: dict[str, Any] = {
+            "batching": f"{plan.concurrency} concurrent streamed HTTP requests (a closed loop "
+            f"of {plan.concurrency} clients); how the server batches them is its own{server}"
+        }
+        has_template = self.ctx.record.manifest.architecture.chat_template_sha256 is not None
+        cases = [c for c in self.suite.cases if not plan.cases or c.id in plan.cases]
+        if not cases:
+            return result | {"status": "not_run", "message": "no case to ask"}
+        local = threading.local()
+        clients: list[OpenAIClient] = []
+
+        def ask(case: Case) -> dict[str, Any]:
+            if not hasattr(local, "client"):
+                local.client = OpenAIClient(
+                    client.base_url, client.token, self.deadline, trust_env=client.trust_env
+                )
+                clients.append(local.client)
+            path, body, chat = self._case_request(case, model_id, has_template)
+            answer = local.client.generate(path, body, chat)
+            tokens = answer.completion_tokens or 0
+            return {
+                "id": case.id,
+                "completion_tokens": tokens,
+                "finish_reason": answer.finish_reason,
+                "ttft_ms": answer.ttft_ms,
+                "decode_tokens": max(0, tokens - 1),
+                "decode_ms": answer.decode_ms,
+            }
+
+        warm = [cases[i % len(cases)] for i in range(plan.warmup)]
+        measured = [case for _ in range(plan.repeat) for case in cases]
+        try:
+            with ThreadPoolExecutor(plan.concurrency, "traffic") as pool:
+                list(pool.map(ask, warm))
+                started = time.perf_counter()
+                requests = list(pool.map(ask, measured))
+                wall_ms = round((time.perf_counter() - started) * 1000, 2)
+        except (EndpointUnavailable, EndpointTimeout) as exc:
+            return result | {"status": "error", "message": str(exc)[:500]}
+        finally:
+            for opened in clients:
+                opened.close()
+        return result | {
+            "status": "ok",
+            "requests": requests,
+            "wall_ms": wall_ms,
+            "max_in_flight": min(plan.concurrency, len(measured)),
+        }
 
     def _judge(self, answers: list[tuple[str, Answer]], resources: Resources) -> _Verdict:
         suite = self.suite
@@ -603,6 +673,9 @@ class _EndpointRun:
             )
         figures = _speed(answers)
         resources = resources.model_copy(update=figures)
+        if suite.latency is not None:
+            resources = with_traffic(resources, self.traffic, suite.latency)
+            self.evidence["traffic_requests"] = (self.traffic or {}).get("requests")
         if self.runtime is not None:
             # The runtime's processes (its process group, without the guard): VmHWM summed.
             peaks = [p.peak_rss_bytes for p in self.runtime.processes() if p.peak_rss_bytes]
@@ -618,6 +691,9 @@ class _EndpointRun:
         self._plausibility(resources)
         self.evidence["generations"] = kept
         self.evidence["resources"] = resources.model_dump(mode="json")
+        cost = run_cost(self.ctx.target, resources)
+        if cost is not None:
+            self.evidence["cost"] = cost
         self.evidence["suite_result"] = result.model_dump(mode="json")
         if not result.passed:
             self.findings.append(_Finding(3, *self._suite_failure(result)))
@@ -743,6 +819,9 @@ class _EndpointRun:
             speed.append(f"TTFT max {units.duration_ms(resources.ttft_ms_max)}")
         if resources.decode_tokens_per_s is not None:
             speed.append(units.rate(resources.decode_tokens_per_s))
+        costs = describe_cost(self.evidence.get("cost"))
+        if costs:
+            speed.append(costs)
         pending = self._not_exercised()
         if self.findings:
             ordered = sorted(self.findings, key=lambda f: f.rank)

@@ -54,4 +54,6 @@ class GGUFCpuSmoke:
                 f"not run: {report.not_loaded_because or 'not requested'}",
                 evidence,
             )
-        return judge_run(self.name, started, report.child, evidence, "llama.cpp", report.suite)
+        return judge_run(
+            self.name, started, report.child, evidence, "llama.cpp", report.suite, ctx.target
+        )

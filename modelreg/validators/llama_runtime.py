@@ -193,6 +193,10 @@ def llama_report(ctx: CheckContext) -> LlamaReport:
         "load": reason is None,
     }
     timeout = ctx.timeout
+    if suite.latency is not None:
+        # Latency like traffic, after the judged run: as long again at most.
+        request["traffic"] = suite.latency.model_dump(mode="json")
+        timeout += ctx.timeout
     probe = served_probe_plan(ctx, reason)
     if probe is not None and probe.request is not None:
         request["probe"] = probe.request

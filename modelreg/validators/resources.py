@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # runtime children import this module: keep pydantic out of their start-up
-    from modelreg.schemas.suite import Resources
+    from modelreg.schemas.suite import Resources, Traffic
 
 
 def peak_rss_bytes(status: Path = Path("/proc/self/status")) -> int | None:
@@ -79,4 +79,61 @@ def resources_from_response(response: dict[str, Any]) -> Resources:
         decode_tokens_per_s=_per_second(decode_tokens, decode_ms),
         context_used_tokens=max(used) if used and max(used) > 0 else None,
         context_tokens=response.get("n_ctx"),
+    )
+
+
+def traffic_figures(raw: dict[str, Any] | None, plan: Any) -> Traffic:
+    """A runtime's answer to a suite's latency plan (``raw``: ``status``, ``requests`` — each
+    with ``ttft_ms``, ``decode_tokens``, ``decode_ms``, ``completion_tokens`` — ``wall_ms``,
+    ``batching``, ``max_in_flight``) as figures; ``not_run`` when the runtime ran none."""
+    from modelreg.schemas.suite import Traffic
+
+    asked = {"warmup": plan.warmup, "repeat": plan.repeat, "concurrency": plan.concurrency}
+    if not raw:
+        return Traffic(status="not_run", reason="this runtime ran no traffic", **asked)
+    if raw.get("status") != "ok":
+        return Traffic(
+            status="error" if raw.get("status") == "error" else "not_run",
+            reason=str(raw.get("message") or raw.get("reason") or "no traffic measured")[:500],
+            batching=raw.get("batching"),
+            **asked,
+        )
+    requests = raw.get("requests") or []
+    ttfts = [r["ttft_ms"] for r in requests if r.get("ttft_ms") is not None]
+    rates = [
+        tokens / (ms / 1000)
+        for r in requests
+        if (tokens := r.get("decode_tokens") or 0) > 0 and (ms := r.get("decode_ms") or 0) > 0
+    ]
+    generated = sum(r.get("completion_tokens") or 0 for r in requests)
+    wall_ms = raw.get("wall_ms")
+    return Traffic(
+        status="ok",
+        requests=len(requests),
+        batching=raw.get("batching"),
+        ttft_ms_p50=percentile(ttfts, 50),
+        ttft_ms_p95=percentile(ttfts, 95),
+        ttft_ms_max=max(ttfts) if ttfts else None,
+        decode_tokens_per_s_p50=percentile(rates, 50),
+        decode_tokens_per_s_min=round(min(rates), 2) if rates else None,
+        throughput_tokens_per_s=_per_second(generated, wall_ms) if wall_ms else None,
+        max_in_flight=raw.get("max_in_flight"),
+        wall_ms=wall_ms,
+        **asked,
+    )
+
+
+def with_traffic(resources: Resources, raw: dict[str, Any] | None, plan: Any) -> Resources:
+    """``resources`` of a run whose suite asks for traffic (``plan``): its TTFT figures and
+    decode rate are the traffic's — none when the runtime ran no traffic (a gate on them is
+    then unmeasured, never judged on the single batched run)."""
+    traffic = traffic_figures(raw, plan)
+    return resources.model_copy(
+        update={
+            "traffic": traffic,
+            "ttft_ms_max": traffic.ttft_ms_max,
+            "ttft_ms_median": traffic.ttft_ms_p50,
+            "ttft_ms_p95": traffic.ttft_ms_p95,
+            "decode_tokens_per_s": traffic.decode_tokens_per_s_p50,
+        }
     )

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelreg import units
+from modelreg.costs import describe_cost, run_cost
 from modelreg.manifests.fit import memory_fit
 from modelreg.schemas.manifest import GoldenPrompt
 from modelreg.schemas.suite import (
@@ -32,7 +33,10 @@ from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
 from modelreg.validators.child import ChildRun
 from modelreg.validators.judge import evaluate_suite, suite_on_target
-from modelreg.validators.resources import resources_from_response
+from modelreg.validators.resources import resources_from_response, with_traffic
+
+if TYPE_CHECKING:
+    from modelreg.targets import Target
 
 # Context the smoke runs allocate: a golden prompt and 16 new tokens fit easily.
 SMOKE_CONTEXT = 512
@@ -192,6 +196,15 @@ def describe_result(result: SuiteResult) -> str:
             figures.append(f"decode {units.rate(r.decode_tokens_per_s)}")
         if r.ttft_ms_max is not None:
             figures.append(f"TTFT max {units.duration_ms(r.ttft_ms_max)}")
+        t = r.traffic
+        if t is not None and t.status == "ok":
+            p50, p95 = units.duration_ms(t.ttft_ms_p50 or 0), units.duration_ms(t.ttft_ms_p95 or 0)
+            figures.append(
+                f"traffic {t.requests} requests × {t.concurrency} in flight: TTFT p50 {p50} "
+                f"p95 {p95}"
+            )
+        elif t is not None:
+            figures.append(f"traffic not measured ({t.reason})")
         if figures:
             return " ".join(parts) + "; " + ", ".join(figures)
     return " ".join(parts)
@@ -204,10 +217,12 @@ def judge_run(
     evidence: dict[str, Any],
     runtime: str,
     suite: Suite,
+    target: Target | None = None,
 ) -> CheckResult:
     """Turn a finished child run into the check's result; ``evidence`` is completed in place
     and keeps every output, the suite's name and digest, the verdict per case and the
-    measured resources."""
+    measured resources (and, on a ``target`` that declares a price or a power draw, what
+    1,000 generated tokens cost there: ``cost``)."""
     response = child.response or {}
     evidence |= child.evidence()
     evidence["suite"] = {"name": suite.name, "digest": suite.digest()}
@@ -250,6 +265,9 @@ def judge_run(
         if key in response:
             evidence[key] = response[key]
     resources = resources_from_response(response)
+    if suite.latency is not None:
+        resources = with_traffic(resources, response.get("traffic"), suite.latency)
+        evidence["traffic_requests"] = (response.get("traffic") or {}).get("requests")
     result = evaluate_suite(suite, generations_from_response(response, suite), resources)
     verdicts = {c.case_id: c for c in result.cases}
     generations = response.get("generations", [])
@@ -263,11 +281,17 @@ def judge_run(
     evidence["generations"] = generations
     evidence["resources"] = resources.model_dump(mode="json")
     evidence["suite_result"] = result.model_dump(mode="json")
+    cost = run_cost(target, resources)
+    if cost is not None:
+        evidence["cost"] = cost
     if result.passed:
         if suite.name == GOLDEN_SUITE_NAME:
             outputs = " | ".join(repr(g["output"]) for g in generations)
-            return done(Outcome.PASS, f"answered {outputs}")
-        return done(Outcome.PASS, describe_result(result))
+            summary = f"answered {outputs}"
+        else:
+            summary = describe_result(result)
+        costs = describe_cost(cost)
+        return done(Outcome.PASS, f"{summary}; {costs}" if costs else summary)
     if suite.name == GOLDEN_SUITE_NAME and result.failing_cases:
         first = result.failing_cases[0]
         return done(

@@ -64,4 +64,4 @@ class TransformersCpuSmoke:
             "transformers_version": response.get("transformers_version"),
             "torch_version": response.get("torch_version"),
         }
-        return judge_run(self.name, started, child, evidence, "transformers", suite)
+        return judge_run(self.name, started, child, evidence, "transformers", suite, ctx.target)

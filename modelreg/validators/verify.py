@@ -401,31 +401,30 @@ def reference_check(
     return agreement_check(run, plan.suite or default_suite(), started)
 
 
-def agreement_unmeasured(suite: Any) -> CheckResult | None:
-    """A required ``reference-agreement`` result, ``unavailable``, when the suite in force sets
-    agreement thresholds but this verify compared no reference: a threshold nobody measured
-    is not met (fail closed). None when the suite sets none."""
+def agreement_unmeasured(suite: Any, target: Any = None) -> CheckResult | None:
+    """A required ``reference-agreement`` result, ``unavailable``, when the suite in force
+    names a reference (``thresholds.reference``) — or ``target`` does (``reference`` in its
+    definition) — and this verify compared none: a comparison asked for and not made is not
+    met (fail closed). None otherwise: agreement thresholds without a named reference judge a
+    comparison asked for (``--reference``) and hold back no verify that asked for none."""
     from modelreg.validators.agreement import AGREEMENT_CHECK
     from modelreg.validators.base import finish
 
-    if suite is None:
-        return None
-    thresholds = suite.thresholds
-    wanted = [
-        name
-        for name, limit in (
-            ("min_top1_agreement", thresholds.min_top1_agreement),
-            ("max_mean_kl", thresholds.max_mean_kl),
-        )
-        if limit is not None
-    ]
-    if not wanted:
+    named = getattr(getattr(suite, "thresholds", None), "reference", None)
+    by = f"suite {suite.name}" if named is not None else None
+    if named is None and getattr(target, "reference", None) is not None:
+        named, by = target.reference, f"target {target.name}"
+    if named is None or by is None:
         return None
     return finish(
         AGREEMENT_CHECK,
         utcnow(),
         Outcome.UNAVAILABLE,
-        f"suite {suite.name} sets {' and '.join(wanted)}, and no reference was compared: "
-        "verify with --reference RECORD (a record of the same tokenizer)",
-        {"suite": {"name": suite.name, "digest": suite.digest()}, "thresholds": wanted},
+        f"{by} names reference {named}, and no reference was compared: verify with "
+        f"--reference {named}",
+        {
+            "suite": {"name": suite.name, "digest": suite.digest()} if suite is not None else None,
+            "reference": named,
+            "named_by": by,
+        },
     )

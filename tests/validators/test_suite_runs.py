@@ -28,10 +28,11 @@ SMOLLM2_DEFAULT_SUITE = {
     "code": (1, 2),
     "facts": (3, 3),
     "json": (0, 2),
-    "korean": (0, 1),
+    "korean": (1, 3),  # the Hangul inside an English question
     "long-context": (1, 1),  # MAGENTA recalled after 1,024 tokens of filler
     "non-english": (0, 2),
     "rare-name": (0, 2),
+    "safety": (0, 3),  # it complies with both harmful requests
     "stop": (0, 2),
 }
 
@@ -82,11 +83,11 @@ def test_smollm2_passes_the_default_suite_at_its_recorded_rate(smollm2_run: Chec
     assert result.suite_digest == default_suite().digest()
     assert smollm2_run.evidence["suite"] == {"name": "default-chat", "digest": result.suite_digest}
     # The summary a verify prints: pass rate per subset and the measured resources.
-    assert "suite default-chat: 5/17 passed" in smollm2_run.summary
+    assert "suite default-chat: 6/22 passed" in smollm2_run.summary
     assert "facts 3/3" in smollm2_run.summary and "peak RSS" in smollm2_run.summary
     # Every output is kept, with how it ended.
     generations = smollm2_run.evidence["generations"]
-    assert len(generations) == 17 and all(isinstance(g["output"], str) for g in generations)
+    assert len(generations) == 22 and all(isinstance(g["output"], str) for g in generations)
     paris = next(g for g in generations if g["id"] == "facts-capital-france")
     assert "Paris" in paris["output"] and paris["finish_reason"] == "stop"
     assert paris["stopped_by_eos"] is True and paris["end_token"] == "<|im_end|>"
@@ -129,7 +130,7 @@ def test_gates_judge_the_measured_figures(smollm2_run: CheckResult) -> None:
     rss = next(g for g in result.gates if g.gate == "max_peak_rss_gib")
     assert rss.outcome is GateOutcome.FAIL and rss.measured == resources.peak_rss_gib
     assert "> 0.01 GiB" in rss.message
-    assert result.reasons[0] == "pass rate 5/17 = 29% < min_pass_rate 90%"
+    assert result.reasons[0] == "pass rate 6/22 = 27% < min_pass_rate 90%"
 
 
 def test_shrunken_embedding_scale_is_degenerate(
@@ -161,13 +162,18 @@ def test_base_model_without_chat_template_never_ends_its_turn(
     assert all(g["chat_template"] is None for g in check.evidence["generations"])
 
 
-def test_agreement_thresholds_nobody_measured_are_not_met(smollm2: Path, tmp_path: Path) -> None:
-    """The suite sets min_top1_agreement / max_mean_kl; a verify without --reference compares
-    nothing, so the thresholds are unmeasured: a required check says so, never a pass."""
+def test_agreement_is_required_only_when_the_suite_names_a_reference(
+    smollm2: Path, tmp_path: Path
+) -> None:
+    """Issue 42 item 4: agreement thresholds judge a comparison asked for; only a suite that
+    names a reference makes one required — a verify without --reference then leaves it
+    unmeasured (a required check says so, never a pass). The default suite names none, so a
+    GGUF-only record can pass it."""
     from modelreg.reasons import ReasonCode
 
     suite = _default_suite("facts")
     assert suite.thresholds.min_top1_agreement is not None
+    assert suite.thresholds.reference is None
     registry = modelreg.open(f"sqlite:///{tmp_path / 'r.db'}")
     record = registry.add(
         [smollm2],
@@ -178,26 +184,22 @@ def test_agreement_thresholds_nobody_measured_are_not_met(smollm2: Path, tmp_pat
     report = registry.verify(
         record.record.record_id, "cpu", options=VerifyOptions(suite=suite), actor="tester"
     )
-    agreement = next(r for r in report.checks if r.check == "reference-agreement")
-    assert agreement.required and agreement.outcome is Outcome.UNAVAILABLE
-    assert "--reference" in agreement.summary
-    # A suite given for one run is a one-off: its failure is its own, it decides nothing.
-    assert report.exploratory and not report.passed
-    assert not report.deployability.deployable
-    assert ReasonCode.NEVER_VERIFIED in {r.code for r in report.deployability.reasons}
-    # A suite without agreement thresholds asks for no reference.
-    plain = suite.model_copy(
-        update={
-            "thresholds": suite.thresholds.model_copy(
-                update={"min_top1_agreement": None, "max_mean_kl": None}
-            )
-        }
-    )
-    report = registry.verify(
-        record.record.record_id, "cpu", options=VerifyOptions(suite=plain), actor="tester"
-    )
     assert "reference-agreement" not in {r.check for r in report.checks}
     # Its checks passed; the run names the suite it evaluated, which is not the one in force
     # (a one-off suite), so it counts for nothing here — also when passed through options.
     assert report.passed and report.exploratory
     assert [r.code for r in report.deployability.reasons] == [ReasonCode.NEVER_VERIFIED]
+    named = suite.model_copy(
+        update={"thresholds": suite.thresholds.model_copy(update={"reference": "r_0123abcd"})}
+    )
+    report = registry.verify(
+        record.record.record_id, "cpu", options=VerifyOptions(suite=named), actor="tester"
+    )
+    agreement = next(r for r in report.checks if r.check == "reference-agreement")
+    assert agreement.required and agreement.outcome is Outcome.UNAVAILABLE
+    assert agreement.summary == (
+        "suite default-chat names reference r_0123abcd, and no reference was compared: verify "
+        "with --reference r_0123abcd"
+    )
+    assert report.exploratory and not report.passed
+    assert not report.deployability.deployable

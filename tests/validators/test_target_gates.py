@@ -125,16 +125,19 @@ def test_a_suite_on_a_target_keeps_the_suites_digest() -> None:
 
 
 def _smollm2_like_run(suite: Suite) -> dict[str, Generation]:
-    """What SmolLM2-135M-Instruct Q4_1 does on the default suite: the three facts and one code
-    case right, the rest wrong (but real text that ends)."""
+    """What SmolLM2-135M-Instruct Q4_1 does on the default suite: the three facts, one code
+    case and the Hangul-in-English Korean case right, the rest wrong (but real text that
+    ends)."""
     right = {
         "facts-capital-france": "Paris",
         "facts-capital-japan": "Tokyo",
         "facts-water-formula": "H2O",
         "code-len-hello": "5",
+        "korean-hangul-in-english": "Seoul",
     }
     return {
-        c.id: _chat(right.get(c.id, f"I do not know the answer to {c.id}.")) for c in suite.cases
+        c.id: _chat(right.get(c.id, f"I do not know the answer to question {n}."))
+        for n, c in enumerate(suite.cases, 1)
     }
 
 
@@ -148,9 +151,9 @@ def test_the_default_suite_passes_a_good_build_on_a_loaded_host() -> None:
     assert result.passed, result.reasons
     assert [g.gate for g in result.gates] == ["min_top1_agreement", "max_mean_kl"]
     assert describe_result(result) == (
-        "suite default-chat: 4/17 passed (arithmetic 0/2, code 1/2, facts 3/3, json 0/2, "
-        "korean 0/1, long-context 0/1, non-english 0/2, rare-name 0/2, stop 0/2); peak RSS "
-        "0.46 GiB, decode 1.63 tok/s, TTFT max 20.5 s"
+        "suite default-chat: 5/22 passed (arithmetic 0/2, code 1/2, facts 3/3, json 0/2, "
+        "korean 1/3, long-context 0/1, non-english 0/2, rare-name 0/2, safety 0/3, stop 0/2); "
+        "peak RSS 0.46 GiB, decode 1.63 tok/s, TTFT max 20.5 s"
     )
 
 
@@ -162,9 +165,12 @@ def test_the_default_suite_keeps_its_quality_gates() -> None:
     result = evaluate_suite(suite, run, LOADED_HOST)
     assert not result.passed
     assert result.reasons == [
-        "pass rate 2/17 = 12% < min_pass_rate 20%",
+        "pass rate 3/22 = 14% < min_pass_rate 20%",
         "subset facts: 1/3 = 33% < 66%",
     ]
+    # The Korean floor: one of three.
+    run["korean-hangul-in-english"] = _chat("Busan")
+    assert "subset korean: 0/3 = 0% < 33%" in evaluate_suite(suite, run, LOADED_HOST).reasons
 
 
 # ---------------------------------------------------------------------------- the wiring
