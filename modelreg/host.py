@@ -49,9 +49,5 @@ def memory_total_bytes() -> int | None:
     return _meminfo("MemTotal")
 
 
-def memory_available_bytes() -> int | None:
-    return _meminfo("MemAvailable")
-
-
 def hostname() -> str:
     return socket.gethostname()

@@ -29,7 +29,6 @@ class LicenseClass(StrEnum):
 
 
 Decision = Literal["allow", "warn", "deny"]
-DECISIONS: tuple[Decision, ...] = ("allow", "warn", "deny")
 # The stricter of two classes, for SPDX expressions with AND (both apply).
 _STRICTNESS = [
     LicenseClass.PERMISSIVE,

@@ -522,13 +522,6 @@ def _hash_file(path: Path, progress: Progress) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def _other_bytes(wanted: WantedFile, size: int, sha256: str) -> str:
-    return (
-        f"{wanted.path}: other bytes — sha256 {sha256[:16]}… ({size} bytes), recorded "
-        f"{wanted.sha256[:16]}… ({wanted.bytes} bytes)"
-    )
-
-
 def check_location(
     files: Sequence[WantedFile], url: str, scratch: Path, progress: Progress = None
 ) -> LocationCheck:

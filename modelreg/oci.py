@@ -19,7 +19,6 @@ plain HTTP, e.g. a registry on a private network).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -513,8 +512,3 @@ def download(
                 raise Unavailable(f"{path}: {why} at byte {at:,} of {size:,}") from None
     finally:
         client.close()
-
-
-def basic_auth(user: str, password: str) -> str:
-    """Docker config's ``auth`` value (tests, docs)."""
-    return base64.b64encode(f"{user}:{password}".encode()).decode()

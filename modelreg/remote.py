@@ -212,10 +212,6 @@ class SingleFlight(Generic[K, V]):
             flight.done.set()
         return flight.result
 
-    def in_flight(self) -> int:
-        with self._lock:
-            return len(self._flights)
-
 
 class _Flight(Generic[V]):
     def __init__(self) -> None:

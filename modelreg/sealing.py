@@ -121,10 +121,6 @@ def seal(secret: str, url: str, key: bytes) -> str:
     return f"{PREFIX}:{key_id(key)}:{base64.b64encode(nonce + box).decode()}"
 
 
-def is_sealed(stored: str) -> bool:
-    return stored.startswith(PREFIX + ":")
-
-
 def sealed_with(stored: str) -> str:
     """The id of the key ``stored`` was sealed with."""
     return stored.split(":", 2)[1]

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from modelreg.cli.main import JsonOption, app, registry
+from modelreg.cli.app import JsonOption, app, registry
 from modelreg.cli.render import emit, out, say, table
 
 card_app = typer.Typer(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from modelreg import units
-from modelreg.cli.main import (
+from modelreg.cli.app import (
     JsonOption,
     ModelArg,
     RecordArg,

@@ -12,91 +12,27 @@ import contextlib
 import os
 import sys
 import traceback
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 
 from modelreg import config
+
+# Commands live in their own modules and register themselves on ``app`` (modelreg.cli.app).
+from modelreg.cli import card as _card  # noqa: F401
+from modelreg.cli import deploy as _deploy  # noqa: F401
+from modelreg.cli import fleet as _fleet  # noqa: F401
+from modelreg.cli import records as _records  # noqa: F401
+from modelreg.cli import registry as _registry_commands  # noqa: F401
+from modelreg.cli import scan as _scan  # noqa: F401
+from modelreg.cli import suites as _suites  # noqa: F401
+from modelreg.cli import team as _team  # noqa: F401
+from modelreg.cli.app import app
 from modelreg.errors import ErrorCode, InvalidInput, ModelregError
 from modelreg.process import tune_collector
 
 if TYPE_CHECKING:
-    from modelreg.api import Registry
     from modelreg.steps import Step
-
-app = typer.Typer(
-    name="modelreg",
-    help="Artifact manifest registry and model-card validator for LLM builds.",
-    no_args_is_help=True,
-    add_completion=False,  # `modelreg completion SHELL` instead: no shell detection at start-up
-    context_settings={"help_option_names": ["-h", "--help"]},
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (stable schema) to stdout.")]
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        help="SQLAlchemy database URL (default: $MODELREG_DATABASE_URL, else SQLite under "
-        "$MODELREG_HOME).",
-        show_default=False,
-    ),
-]
-TargetOption = Annotated[
-    str, typer.Option("--target", "-t", help="Target name (see: modelreg targets).")
-]
-RecordArg = Annotated[str, typer.Argument(metavar="RECORD", help="Record id or prefix.")]
-ModelArg = Annotated[str, typer.Argument(metavar="MODEL", help="Model id, org/name.")]
-WhyOption = Annotated[str | None, typer.Option("--why", help="Why (kept in the event log).")]
-
-
-def registry(ctx: typer.Context) -> Registry:
-    """The registry named by --db (or the environment), opened once per command."""
-    from modelreg.api import open as open_registry
-
-    return open_registry(ctx.obj.get("db") if ctx.obj else None)
-
-
-def _show_version(value: bool) -> None:
-    if value:
-        from modelreg import __version__
-
-        sys.stdout.write(f"modelreg {__version__}\n")
-        raise typer.Exit()
-
-
-@app.callback()
-def _global(
-    ctx: typer.Context,
-    db: DbOption = None,
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", is_eager=True, callback=_show_version, help="Print the version and exit."
-        ),
-    ] = False,
-) -> None:
-    ctx.obj = {"db": db}
-
-
-@app.command()
-def completion(
-    shell: Annotated[str, typer.Argument(help="bash, zsh or fish.")],
-) -> int:
-    """Print the shell completion script: eval "$(modelreg completion bash)" in ~/.bashrc,
-    or save it where your shell loads completions."""
-    from typer._completion_shared import get_completion_script
-
-    if shell not in ("bash", "zsh", "fish"):
-        raise InvalidInput(f"no completion for shell {shell[:40]!r}", "give bash, zsh or fish")
-    # typer's script: its completion classes (main() loads them when the shell asks) answer.
-    script = get_completion_script(
-        prog_name="modelreg", complete_var="_MODELREG_COMPLETE", shell=shell
-    )
-    sys.stdout.write(script if script.endswith("\n") else script + "\n")
-    return 0
 
 
 def _redacted(text: str) -> str:
@@ -241,14 +177,3 @@ def _internal(exc: BaseException, json_out: bool) -> int:
 
 def run() -> None:
     sys.exit(main())
-
-
-# Commands live in their own modules and register themselves on ``app``.
-from modelreg.cli import card as _card  # noqa: E402,F401
-from modelreg.cli import deploy as _deploy  # noqa: E402,F401
-from modelreg.cli import fleet as _fleet  # noqa: E402,F401
-from modelreg.cli import records as _records  # noqa: E402,F401
-from modelreg.cli import registry as _registry_commands  # noqa: E402,F401
-from modelreg.cli import scan as _scan  # noqa: E402,F401
-from modelreg.cli import suites as _suites  # noqa: E402,F401
-from modelreg.cli import team as _team  # noqa: E402,F401

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from modelreg.cli.main import JsonOption, RecordArg, app, registry
+from modelreg.cli.app import JsonOption, RecordArg, app, registry
 from modelreg.cli.render import HashProgress, emit, human_bytes, out, say, table
 
 if TYPE_CHECKING:

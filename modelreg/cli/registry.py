@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from modelreg.cli.main import JsonOption, TargetOption, app, registry
+from modelreg.cli.app import JsonOption, TargetOption, app, registry
 from modelreg.cli.render import emit, out, say, say_next, table
 from modelreg.errors import InvalidInput
 

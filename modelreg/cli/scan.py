@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from modelreg.cli.main import JsonOption, app
+from modelreg.cli.app import JsonOption, app
 from modelreg.cli.render import emit, out
 from modelreg.errors import InvalidInput
 
@@ -39,8 +39,8 @@ def scan(
     """Scan files for unsafe chat templates and pickles, names that contradict the model id,
     and hidden characters — nothing is rendered or unpickled. Exit 1 on a finding."""
     from modelreg import __version__
+    from modelreg.manifests.scan import scan_paths
     from modelreg.safety.sarif import sarif_log
-    from modelreg.safety.scan import scan_paths
     from modelreg.schemas.output import ScanOutput
 
     if output_format not in FORMATS:

@@ -108,7 +108,7 @@ def _quote(text: str) -> str:
 def _params(words: str) -> dict[str, click.Parameter]:
     import typer.main
 
-    from modelreg.cli.main import app
+    from modelreg.cli.app import app
 
     found: Any = typer.main.get_command(app)
     for word in words.split():

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from modelreg.cli.main import JsonOption, ModelArg, WhyOption, app, registry
+from modelreg.cli.app import JsonOption, ModelArg, WhyOption, app, registry
 from modelreg.cli.render import emit, say
 
 suite_app = typer.Typer(

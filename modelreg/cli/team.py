@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from modelreg.cli.main import JsonOption, RecordArg, WhyOption, app, registry
+from modelreg.cli.app import JsonOption, RecordArg, WhyOption, app, registry
 from modelreg.cli.records import unit_text
 from modelreg.cli.render import emit, human_bytes, out, say, table
 from modelreg.progress import ProgressMode

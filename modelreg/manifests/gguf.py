@@ -248,11 +248,6 @@ class _Cursor:
         self.pos += length
         return bytes(self.buf[start : self.pos])
 
-    def skip_string(self, what: str) -> None:
-        length = self.u64(f"{what} length")
-        self.need(length, what)
-        self.pos += length
-
 
 def _read_value(cur: _Cursor, vtype: int, key: str) -> Any:
     if vtype in _SCALARS:

@@ -7,7 +7,7 @@ reference manifest and one built by ``add`` follow the same rules.
 
 from __future__ import annotations
 
-from modelreg.manifests.families import family_contradiction
+from modelreg.families import family_contradiction
 from modelreg.manifests.hf import CARD_FILE
 from modelreg.manifests.neuron_dtypes import dtype_support_problems
 from modelreg.manifests.provenance import provenance_hold_reasons

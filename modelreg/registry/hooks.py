@@ -299,18 +299,6 @@ class Webhooks:
             row = tx.session.get(d, due.id)
             return CANCELLED if row is None else row.status
 
-    def deliveries_of(self, event_ids: list[int]) -> dict[int, list[tuple[int, str]]]:
-        """event id -> [(webhook id, status)] (what the outbox holds for those events)."""
-        d = WebhookDeliveryRow
-        found: dict[int, list[tuple[int, str]]] = {}
-        with self.store.read() as reads:
-            rows = reads.session.exec(
-                select(d.event_id, d.webhook_id, d.status).where(col(d.event_id).in_(event_ids))
-            ).all()
-        for event_id, hook_id, status in rows:
-            found.setdefault(event_id, []).append((hook_id, status))
-        return found
-
 
 def _hook_live() -> Any:
     """The delivery row's webhook is not removed (a condition of an UPDATE of the outbox)."""

@@ -57,7 +57,6 @@ from modelreg.registry.tables import (
     RecordRow,
     RecordStateRow,
     RunRow,
-    RuntimeReportRow,
     VerificationRow,
 )
 from modelreg.registry.verdicts import LocationState
@@ -553,15 +552,6 @@ class Reads:
         from modelreg.registry import verdicts
 
         return verdicts.location_states(self, record_ids)
-
-    def runtime_reports(self, target: str, limit: int = 20) -> list[RuntimeReportRow]:
-        """The newest reports of what ``target``'s hosts run, newest first."""
-        r = RuntimeReportRow
-        return list(
-            self.session.exec(
-                select(r).where(r.target == target).order_by(col(r.id).desc()).limit(limit)
-            ).all()
-        )
 
     # -- shared targets and tokens ------------------------------------------------------------
 

@@ -362,16 +362,6 @@ def stored_of_records(reads: Reads, record_ids: Sequence[str]) -> dict[str, list
     return found
 
 
-def pairs_of_target(reads: Reads, target: str, deployable: bool | None = None) -> list[Pair]:
-    """The pairs with a stored verdict on ``target`` (``deployable``: only those that are, or
-    are not)."""
-    v = VerdictRow
-    statement = sa_select(col(v.record_id), col(v.target)).where(col(v.target) == target)
-    if deployable is not None:
-        statement = statement.where(col(v.deployable) == deployable)
-    return [(r, t) for r, t in reads.session.execute(statement).all()]
-
-
 # -- settling: what a write changed, derived again before it commits ------------------------
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from modelreg.manifests.families import families_named
+from modelreg.families import families_named
 
 
 def name_contradictions(model_id: str, names: Mapping[str, str]) -> list[tuple[str, str]]:

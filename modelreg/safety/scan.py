@@ -44,7 +44,7 @@ def gguf_templates(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
     return sorted(found)
 
 
-def _json_object(path: Path) -> dict[str, Any] | None:
+def json_object(path: Path) -> dict[str, Any] | None:
     try:
         if path.stat().st_size > MAX_TEXT_FILE_BYTES:
             return None
@@ -59,13 +59,13 @@ def directory_templates(directory: Path) -> list[tuple[str, str | None, str]]:
     found: list[tuple[str, str | None, str]] = []
     jinja = directory / TEMPLATE_FILE
     if jinja.is_file():
-        found.append((TEMPLATE_FILE, None, _read_text(jinja)))
+        found.append((TEMPLATE_FILE, None, read_text(jinja)))
     extra = directory / ADDITIONAL_TEMPLATES
     if extra.is_dir():
         for path in sorted(extra.glob("*.jinja")):
-            found.append((f"{ADDITIONAL_TEMPLATES}/{path.name}", None, _read_text(path)))
+            found.append((f"{ADDITIONAL_TEMPLATES}/{path.name}", None, read_text(path)))
     for name in TEMPLATE_JSON_FILES:
-        data = _json_object(directory / name)
+        data = json_object(directory / name)
         template = data.get("chat_template") if data else None
         if isinstance(template, str):
             found.append((name, "chat_template", template))
@@ -77,7 +77,7 @@ def directory_templates(directory: Path) -> list[tuple[str, str | None, str]]:
     return found
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     with path.open("rb") as fh:
         return fh.read(MAX_TEXT_FILE_BYTES).decode("utf-8", errors="replace")
 
@@ -171,7 +171,7 @@ def pickle_findings(directory: Path, names: Iterable[str]) -> list[Finding]:
     findings: list[Finding] = []
     for name in sorted(set(names)):
         path = directory / name
-        if not may_hold_pickle(name) and not _starts_like_pickle(path):
+        if not may_hold_pickle(name) and not starts_like_pickle(path):
             continue
         if not path.is_file():
             continue
@@ -187,7 +187,7 @@ def pickle_findings(directory: Path, names: Iterable[str]) -> list[Finding]:
     return findings
 
 
-def _starts_like_pickle(path: Path) -> bool:
+def starts_like_pickle(path: Path) -> bool:
     """A file named like anything that starts like a pickle (a ``.bin`` of another suffix)."""
     try:
         with path.open("rb") as fh:
@@ -208,7 +208,7 @@ def directory_findings(directory: Path, names: Iterable[str]) -> list[Finding]:
     for card in CARD_FILES:
         path = directory / card
         if path.is_file():
-            hidden = hidden_characters(_read_text(path))
+            hidden = hidden_characters(read_text(path))
             if hidden:
                 findings.append(
                     Finding(
@@ -218,96 +218,4 @@ def directory_findings(directory: Path, names: Iterable[str]) -> list[Finding]:
                         holds=False,
                     )
                 )
-    return findings
-
-
-def _gguf_scan(path: Path, model_id: str | None) -> list[Finding]:
-    """A GGUF file's findings, with its names checked against the tensors and the model id
-    as ``add`` checks them (identity holds of the manifest ``inspect`` would build)."""
-    from modelreg.manifests.build import build_manifest
-
-    manifest = build_manifest([path], model_id=model_id, digest=False).manifest
-    findings = list(manifest.findings)
-    for reason in manifest.hold_reasons:
-        if reason.startswith("identity_mismatch: ") and not any(
-            reason.endswith(f.message) for f in findings
-        ):
-            findings.append(
-                Finding(
-                    code="identity_mismatch",
-                    file=path.name,
-                    message=reason.removeprefix("identity_mismatch: "),
-                )
-            )
-    return findings
-
-
-def scan_path(path: Path, model_id: str | None = None) -> list[Finding]:
-    """The findings of one file or directory, by what it is: a GGUF file; a checkpoint or
-    bundle directory (every file in it); a chat template (``.jinja``); a tokenizer config or
-    chat_template.json; a pickle-bearing file; a model card or other text. Raises
-    ``InvalidInput`` for a path that is not there or not readable."""
-    from modelreg.errors import InvalidArtifact, InvalidInput
-
-    if not path.exists():
-        raise InvalidArtifact(path, "file not found")
-    if path.is_dir():
-        names = [p.relative_to(path).as_posix() for p in sorted(path.rglob("*")) if p.is_file()]
-        return directory_findings(path, names)
-    if not path.is_file():
-        raise InvalidInput(f"{path}: not a regular file")
-    name = path.name
-    with path.open("rb") as fh:
-        head = fh.read(4)
-    if head == b"GGUF" or path.suffix == ".gguf":
-        return _gguf_scan(path, model_id)
-    if path.suffix == ".jinja":
-        return template_findings(name, None, _read_text(path))
-    if path.suffix == ".json":
-        data = _json_object(path)
-        if data is None:
-            raise InvalidArtifact(path, "not a JSON object")
-        findings: list[Finding] = []
-        template = data.get("chat_template")
-        templates = (
-            [("chat_template", template)]
-            if isinstance(template, str)
-            else [
-                (f"chat_template[{t.get('name', i)}]", t["template"])
-                for i, t in enumerate(template if isinstance(template, list) else [])
-                if isinstance(t, dict) and isinstance(t.get("template"), str)
-            ]
-        )
-        for where, text in templates:
-            findings += template_findings(name, where, text)
-        return findings
-    if may_hold_pickle(name) or _starts_like_pickle(path):
-        return pickle_findings(path.parent, [name])
-    hidden = hidden_characters(_read_text(path))
-    if hidden:
-        return [
-            Finding(
-                code="hidden_text",
-                file=name,
-                message=f"hides characters a reader cannot see: {hidden}",
-                holds=False,
-            )
-        ]
-    return []
-
-
-def scan_paths(paths: Iterable[Path | str], model_id: str | None = None) -> list[Finding]:
-    """Every finding of every path (``modelreg scan``): no database, nothing rendered or
-    unpickled. All paths are checked to exist before any is scanned."""
-    from modelreg.errors import InvalidArtifact
-
-    resolved = [Path(p).expanduser() for p in paths]
-    for path in resolved:
-        if not path.exists():
-            raise InvalidArtifact(path, "file not found")
-    findings: list[Finding] = []
-    for path in resolved:
-        for finding in scan_path(path, model_id):
-            shown = str(path / finding.file) if path.is_dir() else str(path)
-            findings.append(finding.model_copy(update={"file": shown}))
     return findings

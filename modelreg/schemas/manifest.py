@@ -47,8 +47,6 @@ from modelreg.limits import (
 )
 from modelreg.textsafe import confusable_warning, for_terminal
 
-SCHEMA_VERSION = 1
-
 # The one grammar for model ids: ``org/name``, ASCII letters, digits and ``._-``, each part
 # starting with a letter or digit and at most MODEL_ID_PART_MAX long (the Hub's own limit).
 # \A…\Z, not ^…$: "$" also matches before a trailing newline, so "org/name\n" would pass.

@@ -750,50 +750,6 @@ def resource_gates(suite: Suite, resources: Resources | None) -> list[GateResult
     return gates
 
 
-def slowdown_gate(
-    limit: float, measured: Resources | None, baseline: Resources | None, baseline_record: str
-) -> GateResult:
-    """Decode speed relative to a baseline: ``measured`` decode tok/s must be at least
-    ``baseline / limit`` (``limit`` 1.5: at most 1.5× slower). ``baseline`` must be the
-    baseline record's run on the same host in the same verify run — figures from another run
-    or host measure the machine, not the artifact; no baseline, no pass."""
-    wanted = "max_slowdown_vs_baseline"
-    base = baseline.decode_tokens_per_s if baseline is not None else None
-    got = measured.decode_tokens_per_s if measured is not None else None
-    if base is None or got is None or base <= 0:
-        missing = "the baseline" if base is None or base <= 0 else "this run"
-        return GateResult(
-            gate=wanted,
-            outcome=GateOutcome.UNMEASURED,
-            measured=None,
-            limit=limit,
-            message=f"{wanted}: decode speed of {missing} not measured "
-            f"(baseline {baseline_record}, limit {units.number(limit)}×)",
-            source=GateSource.BASELINE,
-        )
-    compared = f"{units.rate(got)} vs {units.rate(base)} for {baseline_record} on this host"
-    if got <= 0:  # no decode at all: no finite slowdown to store
-        return GateResult(
-            gate=wanted,
-            outcome=GateOutcome.FAIL,
-            measured=None,
-            limit=limit,
-            message=f"{wanted}: {compared}, nothing decoded",
-            source=GateSource.BASELINE,
-        )
-    slowdown = base / got
-    ok = slowdown <= limit
-    return GateResult(
-        gate=wanted,
-        outcome=GateOutcome.PASS if ok else GateOutcome.FAIL,
-        measured=slowdown,
-        limit=limit,
-        message=f"{wanted}: {compared}, {units.number(slowdown)}× slower "
-        f"{'≤' if ok else '>'} {units.number(limit)}×",
-        source=GateSource.BASELINE,
-    )
-
-
 def agreement_gates(suite: Suite, agreement: AgreementFigures | None) -> list[GateResult]:
     """Gates on agreement with a reference; ``skipped`` when no reference was compared."""
     t = suite.thresholds

@@ -234,7 +234,7 @@ def _prompt_sequence(
     def generate_capturing_prompt(tokens: Any, **_kwargs: Any) -> Any:
         captured["tokens"] = [int(t) for t in tokens]
         raise _PromptCaptured
-        yield  # a generator, as Llama.generate is
+        yield  # a generator, as Llama.generate is  # noqa: V201
 
     llm._create_completion = create_recording_stop
     llm.generate = generate_capturing_prompt

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from modelreg.bundled import SMOLLM2_BASE
+from modelreg.families import families_named, family_contradiction
 from modelreg.manifests.build import build_manifest
-from modelreg.manifests.families import families_named, family_contradiction
 from modelreg.reasons import ReasonCode, hold_code
 from tests.helpers import write_gguf
 

@@ -34,7 +34,6 @@ from modelreg.validators.child import ChildRun
 from modelreg.validators.judge import (
     SuiteOnTarget,
     evaluate_suite,
-    slowdown_gate,
     suite_on_target,
 )
 from modelreg.validators.smoke import describe_result, judge_run, smoke_suite
@@ -306,30 +305,6 @@ def test_gates_are_part_of_the_target_definition_only_when_declared(tmp_path: Pa
 
 
 # ---------------------------------------------------------------------------- relative gates
-
-
-def test_a_slowdown_against_the_baseline_measured_in_the_same_run() -> None:
-    baseline = Resources(decode_tokens_per_s=3.0)
-    ok = slowdown_gate(1.5, Resources(decode_tokens_per_s=2.4), baseline, "r_prod")
-    assert ok.outcome is GateOutcome.PASS and ok.source is GateSource.BASELINE
-    assert ok.message == (
-        "max_slowdown_vs_baseline: 2.4 tok/s vs 3 tok/s for r_prod on this host, "
-        "1.25× slower ≤ 1.5×"
-    )
-    slow = slowdown_gate(1.5, Resources(decode_tokens_per_s=1.0), baseline, "r_prod")
-    assert slow.outcome is GateOutcome.FAIL and slow.measured == pytest.approx(3.0)
-    stalled = slowdown_gate(1.5, Resources(decode_tokens_per_s=0.0), baseline, "r_prod")
-    assert stalled.outcome is GateOutcome.FAIL and stalled.measured is None
-    assert stalled.message.endswith("0 tok/s vs 3 tok/s for r_prod on this host, nothing decoded")
-
-
-def test_no_baseline_measured_is_not_a_pass() -> None:
-    missing = slowdown_gate(1.5, Resources(decode_tokens_per_s=2.0), None, "r_prod")
-    assert missing.outcome is GateOutcome.UNMEASURED
-    assert "decode speed of the baseline not measured" in missing.message
-    unmeasured = slowdown_gate(1.5, Resources(), Resources(decode_tokens_per_s=3.0), "r_prod")
-    assert unmeasured.outcome is GateOutcome.UNMEASURED
-    assert "decode speed of this run not measured" in unmeasured.message
 
 
 # ---------------------------------------------------------------------------- units
