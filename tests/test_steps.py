@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import modelreg.cli.main  # noqa: F401 - registers every command on the app the steps read
 from modelreg.api import Registry
 from modelreg.cli import steps as cli_steps
 from modelreg.errors import InvalidInput, NotFound, TargetNotFound

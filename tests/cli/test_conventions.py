@@ -170,7 +170,8 @@ def test_a_suite_key_it_does_not_know_shows_the_accepted_form(cli, tmp_path) -> 
     code, _, err = cli("suite", "check", suite)
     assert code == 2 and err == (
         f"error: {suite}: field threshold: Extra inputs are not permitted — did you mean "
-        "'thresholds'? a suite accepts: schema_version, name, description, thresholds, cases, latency\n"
+        "'thresholds'? a suite accepts: schema_version, name, description, thresholds, cases, "
+        "latency\n"
     )
     suite.write_text(
         suite.read_text().replace("threshold:", "thresholds:")[:-2] + ", max_token: 8}\n"
