@@ -3,13 +3,18 @@ and what it prints must be what the page shows (tests/docs/pages.py says how a p
 tests/docs/expect.py what may differ).
 
 Each page runs in order in one bash session (tests/docs/shell.py) in an empty working
-directory, with HOME in a temporary directory — so the registry is the default one under
-``~/.local/share/modelreg``, new for the page — and this checkout's ``modelreg`` and ``python``
-first on PATH. Two facts of the environment are fixed rather than left to the host, because
-they vary from one host to the next and the pages show them: ``MODELREG_ACTOR`` is
-``alice@build-1`` (who did it, in events and ``status``) and ``TZ`` is UTC. A page's
-``8765`` (the team service's default port) is replaced by a free port in the commands, and
-back in what they print.
+directory ``~/work``, with HOME in a temporary directory — so the registry is the default one
+under ``~/.local/share/modelreg``, new for the page — and this checkout's ``modelreg`` and
+``python`` first on PATH. What varies from one host or run to the next, and the pages show, is
+fixed or mapped:
+
+- who did it: ``MODELREG_ACTOR`` is ``alice@build-1``; the time zone is UTC;
+- where: the temporary HOME prints as ``/home/alice`` (so the working directory as
+  ``/home/alice/work``) and this host's name as ``build-1``;
+- a page's ``8765`` (the team service's default port) is a free port in the commands, and
+  ``8765`` again in what they print.
+
+tests/docs/expect.py says what else is normalised (times, measured durations and speeds).
 
 Pages that verify load the bundled SmolLM2 through llama.cpp: they are marked ``model``.
 
@@ -36,7 +41,9 @@ REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 UPDATE = os.environ.get("MODELREG_DOCS_UPDATE") == "1"
 PORT = "8765"
-ACTOR = "alice@build-1"
+HOST_SHOWN = "build-1"
+HOME_SHOWN = "/home/alice"
+ACTOR = f"alice@{HOST_SHOWN}"
 COMMAND_TIMEOUT_S = 300
 TIMED_OUT = " (the rest of the page was not run)"
 
@@ -106,10 +113,13 @@ def _rewrite(page: Path, rewrites: list[tuple[Command, list[str]]]) -> None:
 @pytest.mark.parametrize("path", _params())
 def test_every_command_prints_what_the_page_shows(path: Path, tmp_path: Path) -> None:
     page = read_page(path)
-    work, scripts, home = tmp_path / "work", tmp_path / "steps", tmp_path / "home"
-    for directory in (work, scripts, home):
+    home, scripts = tmp_path / "home", tmp_path / "steps"
+    work = home / "work"
+    for directory in (home, work, scripts):
         directory.mkdir()
+    this_host = re.compile(rf"(?<![\w.-]){re.escape(socket.gethostname())}(?![\w-])")
     port = str(_free_port())
+    serves = any(PORT in c.text for step in page.steps for c in step.commands)
     shell = Shell(work, scripts, _environment(home))
     failures: list[str] = []
     rewrites: list[tuple[Command, list[str]]] = []
@@ -137,7 +147,10 @@ def test_every_command_prints_what_the_page_shows(path: Path, tmp_path: Path) ->
                 except CommandTimeout as timeout:
                     failures.append(f"{path.relative_to(REPO)}:{command.line}: {timeout}{TIMED_OUT}")
                     break
-                printed = printed.replace(port, PORT)
+                if serves:
+                    printed = printed.replace(port, PORT)
+                printed = printed.replace(str(home), HOME_SHOWN)
+                printed = this_host.sub(HOST_SHOWN, printed)
                 shown = command.expected
                 if code != command.exit_code or (
                     shown is not None and not matches(shown, printed)
