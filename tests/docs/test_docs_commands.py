@@ -3,7 +3,8 @@ and what it prints must be what the page shows (tests/docs/pages.py says how a p
 tests/docs/expect.py what may differ).
 
 Each page runs in order in one bash session (tests/docs/shell.py) in an empty working
-directory ``~/work``, with HOME in a temporary directory — so the registry is the default one
+directory ``~/work`` (holding the checkout's ``manifests/``, as a checkout does), with HOME in
+a temporary directory — so the registry is the default one
 under ``~/.local/share/modelreg``, new for the page — and this checkout's ``modelreg`` and
 ``python`` first on PATH. What varies from one host or run to the next, and the pages show, is
 fixed or mapped:
@@ -117,6 +118,8 @@ def test_every_command_prints_what_the_page_shows(path: Path, tmp_path: Path) ->
     work = home / "work"
     for directory in (home, work, scripts):
         directory.mkdir()
+    # The pages run from a checkout: its reference manifests are where they say.
+    (work / "manifests").symlink_to(REPO / "manifests")
     this_host = re.compile(rf"(?<![\w.-]){re.escape(socket.gethostname())}(?![\w-])")
     port = str(_free_port())
     serves = any(PORT in c.text for step in page.steps for c in step.commands)
