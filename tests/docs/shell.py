@@ -9,6 +9,7 @@ The process group is killed at the end, background servers included.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -68,10 +69,8 @@ class Shell:
         return output.decode("utf-8", "replace"), int(code)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -148,16 +148,16 @@ def test_every_command_prints_what_the_page_shows(path: Path, tmp_path: Path) ->
                         command.text.replace(PORT, port), timeout=COMMAND_TIMEOUT_S
                     )
                 except CommandTimeout as timeout:
-                    failures.append(f"{path.relative_to(REPO)}:{command.line}: {timeout}{TIMED_OUT}")
+                    failures.append(
+                        f"{path.relative_to(REPO)}:{command.line}: {timeout}{TIMED_OUT}"
+                    )
                     break
                 if serves:
                     printed = printed.replace(port, PORT)
                 printed = printed.replace(str(home), HOME_SHOWN)
                 printed = this_host.sub(HOST_SHOWN, printed)
                 shown = command.expected
-                if code != command.exit_code or (
-                    shown is not None and not matches(shown, printed)
-                ):
+                if code != command.exit_code or (shown is not None and not matches(shown, printed)):
                     failures.append(_describe(path, command, code, printed))
                     if shown is not None:
                         lines = [line.rstrip() for line in printed.splitlines()]
