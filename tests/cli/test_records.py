@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import modelreg
-from tests.conftest import REPO
 from tests.helpers import SMOL_BASE
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -117,7 +116,6 @@ def test_help_lists_the_commands(cli) -> None:
     assert code == 0
     for command in ("inspect", "add", "show", "list"):
         assert command in out
-    assert (REPO / "README.md").read_text().startswith("# modelreg")
 
 
 def test_e_label_holds_until_effective_is_declared(cli, tmp_path: Path) -> None:
