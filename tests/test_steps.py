@@ -105,10 +105,10 @@ def test_each_caller_says_a_step_its_way() -> None:
     assert Step.from_json(json.loads(json.dumps(step.json()))) == step
     rollback = Step("rollback", model_id="a/b", target="cpu", to="r_9", why="incident 7")
     assert cli_steps.command(rollback) == (
-        "modelreg rollback a/b --apply --target cpu --to r_9 --why 'incident 7'"
+        "modelreg rollback a/b --target cpu --to r_9 --why 'incident 7' --apply"
     )
     assert cli_steps.command(Step("drill_rollback", model_id="a/b", target="cpu")) == (
-        "modelreg rollback a/b --drill --target cpu"
+        "modelreg rollback a/b --target cpu --drill"
     )
     assert cli_steps.command(Step("db_check", quarantine=True)) == "modelreg db check --quarantine"
     assert cli_steps.command(Step("locate", ref="r_1", add=["s3://b/k"])) == (

@@ -84,7 +84,7 @@ def command(step: Step) -> str:
             flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
             for shown in _values(own, param, value):
                 options += [flag, shown]
-    return " ".join(["modelreg", words, *arguments, *switches, *options])
+    return " ".join(["modelreg", words, *arguments, *options, *switches])
 
 
 def said(step: Step | None) -> str | None:
