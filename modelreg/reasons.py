@@ -40,6 +40,8 @@ class ReasonCode(StrEnum):
     # A pass under a gate weakened after the record failed the gate's earlier version, not yet
     # accepted by a releaser (``promote --accept-relaxed-gate``).
     GATE_RELAXED_AFTER_FAILURE = "gate_relaxed_after_failure"
+    # The target's license policy denies the record's license (``Target.license_policy``).
+    LICENSE_DENIED = "license_denied"
 
 
 # Reasons that mean "the evidence is out of date", as opposed to "the record is bad".

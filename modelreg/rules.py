@@ -440,13 +440,16 @@ def judge(
     file_digests: dict[str, str] | None = None,
     *,
     observed_by: Callable[[StoredRun], str | None] | None = None,
+    license_denied: str | None = None,
 ) -> Deployability:
     """Deployable on ``target`` iff the record is active, its manifest knows every fact that
-    matters, and the run that counts there (``counting_run``) passed every required check
-    with evidence produced under the target's current fingerprint — runtime, libraries,
-    target definition, suite (``fingerprint``; None skips that comparison — only for callers
-    that have no target definition, never for a gate). ``observed_by``: who reported the
-    runtime ``fingerprint`` names, when it is not the run itself (named in a stale reason)."""
+    matters, the target's license policy does not deny its license (``license_denied``: the
+    policy's reason when it does), and the run that counts there (``counting_run``) passed
+    every required check with evidence produced under the target's current fingerprint —
+    runtime, libraries, target definition, suite (``fingerprint``; None skips that comparison
+    — only for callers that have no target definition, never for a gate). ``observed_by``:
+    who reported the runtime ``fingerprint`` names, when it is not the run itself (named in a
+    stale reason)."""
     reasons = [
         Reason(hold_code(r), f"on hold: {r} (re-add the artifact with the fact given)")
         for r in hold_reasons
@@ -454,6 +457,8 @@ def judge(
     lifecycle = state_reason(record_id, state)
     if lifecycle is not None:
         reasons.append(lifecycle)
+    if license_denied is not None:
+        reasons.append(Reason(ReasonCode.LICENSE_DENIED, f"license denied here: {license_denied}"))
     run, trust_reasons = counting_run(record_id, target, runs, trust, file_digests)
     reasons += trust_reasons
     if run is None or not run.checks:

@@ -60,6 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from modelreg import host, limits
 from modelreg.errors import InvalidInput, TargetNotFound
+from modelreg.license_policy import Decision
 from modelreg.schemas.manifest import GoldenPrompt, first_error
 from modelreg.schemas.suite import ResourceGates
 
@@ -198,6 +199,10 @@ class Target:
     # Resource gates its hosts must meet on every suite run here (``gates:``), on top of the
     # suite's own; None: none declared.
     gates: ResourceGates | None = None
+    # Which licenses may be deployed here ({license class or id: allow | warn | deny},
+    # modelreg.license_policy): a denied record is not deployable here. A verdict input, not
+    # evidence: changing it changes verdicts at once and expires no run.
+    license_policy: dict[str, Decision] = field(default_factory=dict)
     # What one of its hosts costs ($/hour) and draws (watts), as declared; None: not declared.
     cost_per_hour_usd: float | None = None
     power_watts: float | None = None
@@ -769,6 +774,7 @@ def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
         # ``gates: {}`` declares nothing: the same definition as no block at all.
         gates=spec.gates if spec.gates is not None and spec.gates.declared else None,
         cost_per_hour_usd=spec.cost_per_hour_usd,
+        license_policy=dict(spec.license_policy or {}),
         power_watts=spec.power_watts,
     )
 

@@ -3,8 +3,12 @@ model-license table; decisions per class or id with the reason; license changes 
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from modelreg.errors import NotDeployable
 from modelreg.license_policy import (
     MODEL_LICENSES,
     LicenseClass,
@@ -91,3 +95,77 @@ def test_target_spec_takes_a_license_policy() -> None:
     assert spec.license_policy == {"non-commercial": "deny"}
     with pytest.raises(Exception, match="allow"):
         spec_from_json("cpu-x", {"license_policy": {"non-commercial": "maybe"}})
+
+
+def _lab(tmp_path: Path, policy: str) -> Path:
+    spec = tmp_path / "targets.yaml"
+    spec.write_text(f"targets:\n  lab:\n    kind: cpu\n    license_policy: {policy}\n")
+    return spec
+
+
+def test_a_denied_license_is_not_deployable_on_that_target_only(tmp_path: Path) -> None:
+    """Issue 41: the target's policy holds a record whose license it denies, with the reason;
+    the same evidence stays good, on that target when the policy changes and on any other."""
+    from tests.helpers import add_synthetic, open_with_targets, record_run
+
+    registry = open_with_targets(
+        f"sqlite:///{tmp_path / 'r.db'}", _lab(tmp_path, "{non-commercial: deny, unknown: warn}")
+    )
+    from modelreg.schemas.manifest import License
+
+    free = add_synthetic(registry, 1)
+    closed = add_synthetic(
+        registry, 2, license=License(id="cc-by-nc-4.0", source="cli").model_dump()
+    )
+    for record in (free, closed):
+        record_run(registry, record, "lab")
+        record_run(registry, record, "cpu")
+
+    def on(record: str, target: str) -> Any:
+        return next(d for d in registry.show(record).deployability if d.target == target)
+
+    denied = on(closed, "lab")
+    assert not denied.deployable
+    assert [r.code for r in denied.reasons] == ["license_denied"]
+    assert "cc-by-nc-4.0 is non-commercial" in denied.reasons[0].message
+    assert "deny by the policy's rule for non-commercial licenses" in denied.reasons[0].message
+    assert on(closed, "cpu").deployable  # no policy there
+    assert on(free, "lab").deployable
+    with pytest.raises(NotDeployable, match="license denied here"):
+        registry.promote(closed, "lab")
+    # The policy is a verdict input, not evidence: allowing the class makes the same run count.
+    registry.define_targets(_lab(tmp_path, "{non-commercial: allow}"), actor="tester")
+    assert on(closed, "lab").deployable
+    registry.promote(closed, "lab")
+
+
+def test_a_warned_license_promotes_with_the_warning(tmp_path: Path) -> None:
+    from modelreg.schemas.manifest import License
+    from tests.helpers import add_synthetic, open_with_targets, record_run
+
+    registry = open_with_targets(
+        f"sqlite:///{tmp_path / 'r.db'}", _lab(tmp_path, "{restricted: warn}")
+    )
+    record = add_synthetic(registry, 1, license=License(id="llama3.1", source="cli").model_dump())
+    record_run(registry, record, "lab")
+    promoted = registry.promote(record, "lab")
+    assert promoted.warning is not None and "llama3.1 is restricted" in promoted.warning
+
+
+def test_add_notes_a_license_change_since_the_models_previous_record(
+    smollm2: Path, tmp_path: Path
+) -> None:
+    import modelreg
+    from modelreg.manifests.build import build_manifest
+
+    registry = modelreg.open(f"sqlite:///{tmp_path / 'r.db'}")
+    first = registry.add([smollm2], model_id="acme/chat")
+    assert first.notes == []
+    manifest = build_manifest([smollm2], model_id="acme/chat").manifest.model_dump(mode="json")
+    manifest["license"] = {"id": "cc-by-nc-4.0", "source": "cli"}
+    second = registry.add_manifest(manifest)
+    assert second.created
+    assert second.notes == [
+        "license changed from apache-2.0 (permissive) to cc-by-nc-4.0 (non-commercial) since "
+        f"the model's previous record ({first.record.record_id})"
+    ]

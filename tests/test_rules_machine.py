@@ -225,6 +225,8 @@ class RegistryMachine(RuleBasedStateMachine):
         self.declared: str | None = None  # a runtime: declaration of the target
         self.serving: int | None = None  # the context the target declares it serves
         self.gates: int | None = None  # a speed floor (tok/s) the target declares
+        self.deny_non_commercial = False  # the target's license policy
+        self.license_of: dict[str, str] = {}
         self.private, self.public = key_pair(self.dir, "ci")
         self.far_defined, self.far_memory = True, 64
         self._define_target()
@@ -306,6 +308,8 @@ class RegistryMachine(RuleBasedStateMachine):
             trust += f"    serving: {{context: {self.serving}}}\n"
         if self.gates is not None:
             trust += f"    gates: {{min_decode_tokens_per_s: {self.gates}}}\n"
+        if self.deny_non_commercial:
+            trust += "    license_policy: {non-commercial: deny, restricted: warn}\n"
         spec.write_text(
             f"targets:\n  {TARGET}:\n    kind: cpu\n    hosts: ['{host.hostname()}']\n"
             f"    memory_gib: {self.memory}\n" + trust + f"  {FAR}:\n    kind: cpu\n"
@@ -390,6 +394,7 @@ class RegistryMachine(RuleBasedStateMachine):
         assert located.fetch_from is not None, located.checked
         self.added.append(record_id)
         self.model_of[record_id] = model
+        self.license_of[record_id] = str((updates.get("license") or {}).get("id", "mit"))
         return record_id
 
     # -- steps -------------------------------------------------------------------------------
@@ -441,9 +446,20 @@ class RegistryMachine(RuleBasedStateMachine):
         self.verify_without_the_bytes(record, far=False)
 
     @precondition(lambda self: len(self.added) < 9)
-    @rule(target=records, second=st.booleans())
-    def add(self, second: bool = False) -> Any:
-        return self._add(MODEL2 if second else MODEL)
+    @rule(
+        target=records,
+        second=st.booleans(),
+        license_id=st.sampled_from(["mit", "mit", "cc-by-nc-4.0", "llama3.1"]),
+    )
+    def add(self, second: bool = False, license_id: str = "mit") -> Any:
+        updates = {} if license_id == "mit" else {"license": {"id": license_id, "source": "cli"}}
+        return self._add(MODEL2 if second else MODEL, **updates)
+
+    @rule(deny=st.booleans())
+    def set_license_policy(self, deny: bool) -> None:
+        """The target's license policy: a verdict input, never evidence (no run expires)."""
+        self.deny_non_commercial = deny
+        self._define_target()
 
     @precondition(lambda self: len(self.added) < 9)
     @rule(target=records, which=st.sampled_from([name for name, _, _ in HOSTILE_TEMPLATES]))
@@ -1069,6 +1085,22 @@ class RegistryMachine(RuleBasedStateMachine):
                     SEEN[f"reason {reason.code}"] += 1
 
     @invariant()
+    def a_license_the_target_denies_is_never_deployable_there(self) -> None:
+        """A record whose license the target's policy denies is never deployable there, and
+        says so; no other record is ever refused for its license."""
+        for record in self.added:
+            denied = self.deny_non_commercial and self.license_of.get(record) == "cc-by-nc-4.0"
+            deployable, codes = self.verdicts_of(record, TARGET)
+            assert ("license_denied" in codes) == denied, (record, codes)
+            assert not (denied and deployable)
+            _, far_codes = self.verdicts_of(record, FAR)
+            assert "license_denied" not in far_codes  # far has no policy
+
+    def verdicts_of(self, record: str, target: str) -> tuple[bool, list[str]]:
+        verdict = self.registry.deployability(record, target)
+        return verdict.deployable, sorted({reason.code for reason in verdict.reasons})
+
+    @invariant()
     def status_is_deployability(self) -> None:
         """Every production entry's verdict in status is the record's deployability there."""
         for entry in self.registry.status().entries:
@@ -1299,6 +1331,8 @@ def test_a_tour_of_the_machine_reaches_every_reason(monkeypatch: pytest.MonkeyPa
             _invariants(machine)
         second = machine.add()
         for step in (
+            lambda: machine.set_license_policy(deny=True),
+            lambda: machine.add(license_id="cc-by-nc-4.0"),
             lambda: machine.verify_run(second, "pass", "full", far=False),
             lambda: machine.attach_suite(1.0),  # a suite after the pass: stale_suite
             lambda: machine.relax_after_failure(second, accept=False),

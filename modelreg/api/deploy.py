@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from modelreg.registry.reads import Reads
     from modelreg.registry.rows import Promotion
     from modelreg.registry.writes import Writes
+    from modelreg.targets import Target
 
 
 # An approval's known limitations: a short list, each a paragraph at most.
@@ -150,7 +151,7 @@ class Deploy(Core):
         _check_why(why, required="accepting a relaxed gate" if accept_relaxed_gate else None)
         approval = _approval(owner, limitations, retest_by)
         record = self.get(ref)
-        self.target(target)
+        the_target = self.target(target)
         actor = actor or config.actor()
         accepted: list[AcceptedRelaxationOut] = []
         with self.store.locked(record.model_id) as tx:
@@ -184,10 +185,12 @@ class Deploy(Core):
                     approval=approval_out(current, today),
                     accepted=accepted,
                 )
-            warning = None
+            warnings = []
             if current is not None:
                 previous = tx.records_by_id([current.record_id])[current.record_id]
-                warning = rules.attribution_warning(previous.manifest, record.manifest)
+                warnings.append(rules.attribution_warning(previous.manifest, record.manifest))
+            warnings.append(license_warning(record.license, the_target))
+            warning = "; ".join(w for w in warnings if w) or None
             promotion = tx.set_production(
                 record,
                 target,
@@ -330,3 +333,13 @@ class Deploy(Core):
     def retire(self, ref: str, why: str, *, actor: str | None = None) -> StateChangeOutput:
         """Retire a record: kept with its evidence, never deployable or a rollback candidate."""
         return self._change_state(ref, RecordStateKind.RETIRED, why, actor)
+
+
+def license_warning(license_id: str | None, target: Target) -> str | None:
+    """What a target's license policy says of a license it lets through with a warning."""
+    if not target.license_policy:
+        return None
+    from modelreg.license_policy import policy
+
+    decided = policy(license_id, target.license_policy)
+    return decided.reason if decided.decision == "warn" else None

@@ -39,6 +39,7 @@ from modelreg.errors import (
     InvalidInput,
 )
 from modelreg.judging import trust_policy
+from modelreg.license_policy import license_change
 from modelreg.rules import (
     Deployability,
     RecordStateKind,
@@ -162,11 +163,18 @@ class Records(Core):
                 )
             out = record_out(record, tx.files([record.id])[record.id], tx.state(record.id))
             locations = [loc.url for loc in tx.locations([record.id])[record.id]]
+            earlier = [r for r in tx.records(record.model_id) if r.id != record.id]
+        notes = []
+        if created and earlier:
+            changed = license_change(earlier[-1].license, record.license)
+            if changed is not None:
+                notes.append(f"{changed} ({earlier[-1].id})")
         return AddOutput(
             created=created,
             record=out,
             manifest=record.manifest.model_dump(mode="json"),
             locations=locations,
+            notes=notes,
         )
 
     def add_manifest(

@@ -312,6 +312,8 @@ def add(
         )
     for reason in record.hold_reasons:
         say(f"on hold: {reason}")
+    for note in result.notes:
+        say(f"note: {note}")
     return 0
 
 

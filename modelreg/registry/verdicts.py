@@ -67,7 +67,8 @@ if TYPE_CHECKING:
     from modelreg.targets import Target
 
 # The rules' version: bump it with any change to what a verdict is derived from or how.
-RULES_VERSION = 2  # 2: a reason keeps its next step as data (modelreg.steps)
+# 2: a reason keeps its next step as data (modelreg.steps); 3: a target's license policy.
+RULES_VERSION = 3
 RULES_SETTING = "verdicts_rules_version"
 # pg_advisory_xact_lock key of settling verdicts: "mrverdct" in ASCII, as a bigint.
 _SETTLE_LOCK_KEY = int.from_bytes(b"mrverdct", "big") & ((1 << 63) - 1)
@@ -207,6 +208,7 @@ class Derivation:
             trust,
             file_digests,
             observed_by=lambda run: self.observed_by(target, record, run),
+            license_denied=license_denied(record.license, target),
         )
 
     def verdicts(self, pairs: Iterable[Pair]) -> dict[Pair, Deployability]:
@@ -570,3 +572,14 @@ def location_states(reads: Reads, record_ids: Sequence[str]) -> dict[str, list[L
                 )
             )
     return found
+
+
+def license_denied(license_id: str | None, target: Target) -> str | None:
+    """The reason ``target``'s license policy denies a license (None: it does not, or the
+    target has no policy)."""
+    if not target.license_policy:
+        return None
+    from modelreg.license_policy import policy
+
+    decided = policy(license_id, target.license_policy)
+    return decided.reason if decided.decision == "deny" else None
