@@ -98,6 +98,41 @@ def test_a_floor_lowered_after_a_failure_needs_a_signed_acceptance(
     assert [r.code for r in again.deployability.reasons] == ["gate_relaxed_after_failure"]
 
 
+@pytest.mark.slow
+def test_a_suite_first_attached_after_a_stricter_one_off_failed_is_a_relaxation(
+    smollm2: Path, tmp_path: Path
+) -> None:
+    """Issue 42 item 2: gates are fixed before results, one-off runs included. The team
+    tries the strict suite as a one-off, sees it fail, and attaches a looser one: the pass
+    under it counts only once a releaser signs it. A one-off run recorded while a suite is
+    in force changes nothing (invariant 5)."""
+    registry = modelreg.open(f"sqlite:///{tmp_path / 'r.db'}")
+    record = registry.add(
+        [smollm2],
+        model_id=SMOLLM2_MODEL_ID,
+        source=f"pypi://{SMOLLM2_PACKAGE}",
+        base_model=SMOLLM2_BASE,
+    ).record.record_id
+    strict, loose = tmp_path / "strict.yaml", tmp_path / "loose.yaml"
+    strict.write_text(SUITE.format(rate=1.0))
+    loose.write_text(SUITE.format(rate=0.5))
+    tried = registry.verify(record, "cpu", suite=strict, actor="qa")
+    assert tried.exploratory and not tried.passed
+    registry.attach_suite(SMOLLM2_MODEL_ID, loose, actor="qa")  # chosen after seeing that
+    passed = registry.verify(record, "cpu", actor="qa")
+    assert passed.passed and not passed.exploratory
+    verdict = passed.deployability
+    assert [r.code for r in verdict.reasons] == ["gate_relaxed_after_failure"]
+    assert "min_pass_rate 1.0 → 0.5" in verdict.reasons[0].message
+    assert tried.run_id in verdict.reasons[0].message
+    registry.promote(record, "cpu", accept_relaxed_gate=True, why="1.0 was never met", actor="rel")
+    assert registry.deployability(record, "cpu").deployable
+    # Now a suite is in force: another strict one-off failing changes no verdict.
+    again = registry.verify(record, "cpu", suite=strict, actor="qa")
+    assert again.exploratory and not again.passed
+    assert registry.deployability(record, "cpu").deployable
+
+
 BASELINE_SUITE = """schema_version: 1
 name: baseline
 thresholds:

@@ -246,6 +246,13 @@ class RegistryMachine(RuleBasedStateMachine):
         self.failed_rates: dict[str, list[float]] = {}
         self.last_rate: dict[str, float | None] = {}
         self.accepted: set[tuple[str, float]] = set()
+        # Issue 42 item 2: the step count when the suite in force was attached (None: none),
+        # of every failed one-off run of MODEL, and of each record's newest counted run on the
+        # target with its outcome and rate.
+        self.steps = 0
+        self.attached_step: int | None = None
+        self.one_off_failed_steps: list[int] = []
+        self.last_counted: dict[str, tuple[int, str, float | None]] = {}
         self.community: set[str] = set()  # quantized records without a base revision
         self.held_by_facts: set[str] = set()  # records whose manifests hold them
         self.next_id = 0
@@ -367,6 +374,11 @@ class RegistryMachine(RuleBasedStateMachine):
         results = _results(outcome, libraries, probe, served, ran)
         out = self.registry._verify._record_results(record, the_target, results, plan, "machine")
         SEEN[f"verify on {target}"] += 1
+        self.steps += 1
+        if out.exploratory and model == MODEL and outcome != "pass":
+            self.one_off_failed_steps.append(self.steps)
+        elif not out.exploratory and target == TARGET and model == MODEL:
+            self.last_counted[record_id] = (self.steps, outcome, self.suite_rate)
         if not out.exploratory and target == TARGET and model == MODEL:
             self.last_rate[record_id] = self.suite_rate
             if outcome != "pass" and self.suite_rate is not None:
@@ -562,6 +574,8 @@ class RegistryMachine(RuleBasedStateMachine):
         else:
             assert out.weakens == []
         self.suite_rate = rate
+        self.steps += 1
+        self.attached_step = self.steps
 
     @rule(record=records, accept=st.booleans())
     def relax_after_failure(self, record: str, accept: bool) -> None:
@@ -581,6 +595,7 @@ class RegistryMachine(RuleBasedStateMachine):
     def detach_suite(self) -> None:
         self.registry.detach_suite(MODEL, why="machine", actor="machine")
         self.suite_rate = None
+        self.attached_step = None
 
     @rule(
         memory=st.sampled_from([16, 32]),
@@ -1054,6 +1069,25 @@ class RegistryMachine(RuleBasedStateMachine):
                     SEEN["relaxed gate held"] += 1
 
     @invariant()
+    def a_suite_chosen_after_a_failed_one_off_is_a_relaxation(self) -> None:
+        """Invariant 8, one-off runs included: a pass under a suite attached after a one-off
+        run of the model failed (a stricter or other suite: every failure in the machine's
+        one-off suite is one the attached suite relaxes) counts only once accepted."""
+        if self.attached_step is None:
+            return
+        seen_first = any(s < self.attached_step for s in self.one_off_failed_steps)
+        for record, (step, outcome, rate) in self.last_counted.items():
+            if not seen_first or outcome != "pass" or step < self.attached_step:
+                continue
+            assert rate is not None
+            if (record, rate) not in self.accepted:
+                verdict = self.registry.deployability(record, TARGET)
+                assert not verdict.deployable, f"{record} passed a suite chosen after a failure"
+                codes = {r.code for r in verdict.reasons}
+                assert "gate_relaxed_after_failure" in codes, codes
+                SEEN["one-off failure held a later suite"] += 1
+
+    @invariant()
     def gate_is_status(self) -> None:
         """Invariant 3: the gate passes for X iff status says production is deployable, X is
         one of its files, and a recorded location is verified to hold them."""
@@ -1334,7 +1368,9 @@ def test_a_tour_of_the_machine_reaches_every_reason(monkeypatch: pytest.MonkeyPa
             lambda: machine.set_license_policy(deny=True),
             lambda: machine.add(license_id="cc-by-nc-4.0"),
             lambda: machine.verify_run(second, "pass", "full", far=False),
+            lambda: machine.one_off_run(second, "fail"),  # then a suite chosen after it:
             lambda: machine.attach_suite(1.0),  # a suite after the pass: stale_suite
+            lambda: machine.verify_run(second, "pass", "full", far=False),  # not accepted yet
             lambda: machine.relax_after_failure(second, accept=False),
             lambda: machine.import_unsigned_run(machine.add()),
             lambda: machine.hold(release),
@@ -1350,3 +1386,4 @@ def test_a_tour_of_the_machine_reaches_every_reason(monkeypatch: pytest.MonkeyPa
         machine.teardown()
     missing = [code.value for code in ReasonCode if SEEN[f"reason {code.value}"] == 0]
     assert not missing, f"the tour never saw {missing}: {dict(SEEN)}"
+    assert SEEN["one-off failure held a later suite"] > 0, dict(SEEN)

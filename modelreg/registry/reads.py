@@ -411,10 +411,14 @@ class Reads:
         return [run for _, _, run in stored_runs(self._run_check_rows(sorted(h for (h,) in heads)))]
 
     def gate_history(self, record_ids: Sequence[str]) -> dict[str, GateHistory]:
-        """record id -> its failed runs' gate terms (one-off runs excepted; every target and
-        origin: a failure is evidence against the record wherever it was recorded) and the
-        relaxed gates releasers accepted for it (``gate-relaxation-accepted`` events)."""
-        failures: dict[str, list[tuple[str, GateTerms]]] = {}
+        """record id -> its failed runs' gate terms (every target and origin: a failure is
+        evidence against the record wherever it was recorded) and the relaxed gates releasers
+        accepted for it (``gate-relaxation-accepted`` events). One-off runs count only as
+        ``one_off_failures_before_attach`` says: a suite attached after a stricter one-off run
+        of the same model failed was chosen after that result."""
+        failures: dict[str, list[tuple[str, GateTerms]]] = self.one_off_failures_before_attach(
+            record_ids
+        )
         accepted: dict[str, set[tuple[str, str]]] = {}
         r, e = RunRow, EventRow
         for chunk in chunks(sorted(set(record_ids))):
@@ -444,6 +448,40 @@ class Reads:
             i: GateHistory(tuple(failures.get(i, ())), frozenset(accepted.get(i, ())))
             for i in set(record_ids)
         }
+
+    def one_off_failures_before_attach(
+        self, record_ids: Sequence[str]
+    ) -> dict[str, list[tuple[str, GateTerms]]]:
+        """record id -> the failed one-off runs of any record of its model that finished
+        before the model's suite in force was attached (issue 42: gates fixed before results,
+        one-off runs included). A one-off run recorded while a suite is in force changes
+        nothing; one that failed before the suite was chosen is a result the choice saw."""
+        models = self.model_of_records(record_ids)
+        suites = self.model_suites(sorted(set(models.values())))
+        if not suites:
+            return {}
+        r, rec = RunRow, RecordRow
+        found: dict[str, list[tuple[str, GateTerms]]] = {}
+        for model_id, attached in suites.items():
+            rows = self.session.execute(
+                sa_select(col(r.run_id), col(r.gate_terms_json))
+                .join(rec, col(rec.id) == col(r.record_id))
+                .where(
+                    col(rec.model_id) == model_id,
+                    col(r.exploratory),
+                    col(r.gate_terms_json).is_not(None),
+                    col(r.created_at) < attached.attached_at,
+                )
+                .order_by(col(r.created_at), col(r.run_id))
+            ).all()
+            failed = [
+                (run_id, t) for run_id, text in rows if not (t := GateTerms.from_json(text)).passed
+            ]
+            if failed:
+                for record_id, model in models.items():
+                    if model == model_id:
+                        found[record_id] = list(failed)
+        return found
 
     def _run_check_rows(self, heads: Sequence[int]) -> list[Any]:
         """The rows of ``run_checks_statement`` for the runs of these verification ids, each
