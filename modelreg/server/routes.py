@@ -335,7 +335,7 @@ def history(
     target: TargetQuery | None = None,
 ) -> Response:
     """Adds, verifications, promotions, rollbacks, holds of a model, in commit order
-    (``limit``: the newest N; ``since``: an ISO 8601 date or time, or an age as 12h or 7d;
+    (``limit``: the newest N; ``since``: an RFC 3339 date or date-time, or an age as 12h or 7d;
     ``target``: only events on it and those of no target)."""
     return json_response(registry.history(model, limit=limit, since=since, target=target))
 
