@@ -143,6 +143,9 @@ ContainsQuery = Annotated[
         description="Models whose id contains it.",
     ),
 ]
+# webhooks.id is an INTEGER: PostgreSQL refuses a larger value in a query (a 500, not a 404).
+WEBHOOK_ID_MAX = 2**31 - 1
+WebhookId = Annotated[int, Path(ge=1, le=WEBHOOK_ID_MAX, description="A webhook's id.")]
 ReasonQuery = Annotated[str, Query(max_length=WHY_MAX, pattern=NO_NUL, description="Why.")]
 ContextQuery = Annotated[
     int, Query(ge=1, le=MAX_CONTEXT, description="Tokens of context per sequence.")

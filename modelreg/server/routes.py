@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi import Path as PathParam
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -64,6 +63,7 @@ from modelreg.server.inputs import (
     Sha256Query,
     SinceQuery,
     TargetQuery,
+    WebhookId,
     WebhookInput,
 )
 from modelreg.tokens import Permission
@@ -442,7 +442,7 @@ def add_webhook(registry: RegistryDep, who: Releaser, body: WebhookInput) -> Res
 def remove_webhook(
     registry: RegistryDep,
     who: Releaser,
-    webhook_id: Annotated[int, PathParam(ge=1, le=2**62)],
+    webhook_id: WebhookId,
     why: ReasonQuery | None = None,
 ) -> Response:
     """Stop sending to a webhook; its pending deliveries are cancelled. Role: releaser."""
