@@ -35,8 +35,6 @@ from schemathesis.core.failures import Failure
 from tests.helpers import add_synthetic, record_run, synthetic_sha256
 from tests.server.conftest import serving
 
-pytestmark = pytest.mark.conformance
-
 # Random cases per operation, besides the examples and boundary values: fewer on PostgreSQL,
 # where each request costs more (the boundaries, what finds a backend's own limits, are all
 # sent on both).
@@ -250,6 +248,7 @@ def _failures(event: Any) -> list[str]:
     return list(found.values())
 
 
+@pytest.mark.conformance  # tens of seconds: make test runs it, make check's fast tier does not
 def test_the_api_does_what_its_schema_says(api_schema: Any) -> None:
     from schemathesis.engine import events, from_schema
 
