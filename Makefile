@@ -82,7 +82,7 @@ test: lint typecheck structure unit
 check: lint typecheck structure
 	env -u PYTHONDONTWRITEBYTECODE HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-check} \
 		$(BIN)/python -m pytest -q -n 2 \
-		-m "not model and not postgres" --durations=5
+		-m "not model and not postgres and not conformance" --durations=5
 
 schema: $(STAMP)
 	$(BIN)/python -m modelreg.schemas.export schemas/

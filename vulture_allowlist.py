@@ -81,8 +81,9 @@ registered  # modelreg/server/dashboard.py:394
 _.total_tokens  # modelreg/server/guard.py:67
 # prometheus_client calls collect() on a registered collector
 _.collect  # modelreg/server/metrics.py:57
-# named as a string for uvicorn's http protocol
+# named as a string for uvicorn's http protocol; h11 calls send_400_response
 NoDelayH11Protocol  # modelreg/server/protocol.py:25
+_.send_400_response  # modelreg/server/protocol.py:92
 # Target field: set from the definition, part of its fingerprint
 neuron_devices  # modelreg/targets.py:164
 # Target field: read by the license policy

@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import re
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from modelreg.hashedfile import HashedWriter
-from modelreg.remote import Deadline, SingleFlight, TooLong, read_capped
-from modelreg.s3 import PRESENCE_TTL_S, NotCached, Unavailable
+from modelreg.remote import Deadline, TooLong, read_capped
+from modelreg.s3 import Unavailable
 from modelreg.textsafe import for_terminal
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
@@ -55,8 +54,6 @@ REQUEST_DEADLINE_S = 60.0
 BLOB_MIN_BYTES_PER_S = 1 << 20
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 30.0
-_presence: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[float, str | None]] = {}
-_probes: SingleFlight[tuple[str, tuple[tuple[str, int], ...]], str | None] = SingleFlight()
 
 Progress = Callable[[int], None] | None
 
@@ -419,46 +416,6 @@ def _layers(manifest: dict[str, Any]) -> dict[str, tuple[str, int]]:
         if isinstance(title, str) and isinstance(size, int) and size >= 0:
             found[title] = (str(layer.get("digest")), size)
     return found
-
-
-def has_copy(
-    reference: Reference, files: Sequence[tuple[str, int]], *, cached_only: bool = False
-) -> str | None:
-    """None when the artifact's manifest (its digest checked) lists every file (path, bytes)
-    with that size, else why not (cached ``PRESENCE_TTL_S`` per process; ``download`` checks
-    each sha256). One probe of a location at a time in a process: callers that ask while one
-    is in flight share its answer."""
-    key = (reference.url(), tuple(files))
-    now = time.monotonic()
-    cached = _presence.get(key)
-    if cached is not None and now - cached[0] < PRESENCE_TTL_S:
-        return cached[1]
-    if cached_only:
-        raise NotCached(reference.url())
-    return _probes.do(key, lambda: _probe(key, reference, files))
-
-
-def _probe(
-    key: tuple[str, tuple[tuple[str, int], ...]],
-    reference: Reference,
-    files: Sequence[tuple[str, int]],
-) -> str | None:
-    problem: str | None = None
-    client: Client | None = None
-    try:
-        client = Client(reference.registry)
-        layers = _layers(_manifest(client, reference))
-        for path, size in files:
-            if path not in layers or layers[path][1] != size:
-                problem = f"{path}: not in the artifact with {size} bytes"
-                break
-    except Unavailable as exc:
-        problem = exc.reason
-    finally:
-        if client is not None:
-            client.close()
-    _presence[key] = (time.monotonic(), problem)
-    return problem
 
 
 def download(

@@ -1,5 +1,5 @@
-"""Remote answers that cannot cost more than they are worth: a total deadline per request, a
-cap on what a body may hold, and one probe of a location at a time.
+"""Remote answers that cannot cost more than they are worth: a total deadline per request and
+a cap on what a body may hold.
 
 httpx, botocore and ``http.client`` time out per socket read: a peer that sends one byte every
 few seconds keeps a request alive for as long as it likes. A ``Deadline`` is the time of the
@@ -11,9 +11,6 @@ through its urllib3 connections, webhooks through ``http.client``'s socket.
 
 ``read_capped`` gathers a body to at most ``cap`` bytes and refuses the byte that passes it,
 so a manifest that never ends costs ``cap`` bytes of memory, not its length.
-
-``SingleFlight`` lets one caller ask a location at a time: callers that arrive while a probe of
-the same key is in flight wait for it and share its answer (or its exception).
 """
 
 from __future__ import annotations
@@ -24,12 +21,8 @@ import itertools
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from types import TracebackType
-from typing import Generic, TypeVar
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 
 class DeadlineExceeded(Exception):
@@ -184,43 +177,3 @@ def read_capped(chunks: Iterable[bytes], cap: int, what: str) -> bytes:
             raise TooLong(what, cap)
         parts.append(chunk)
     return b"".join(parts)
-
-
-class SingleFlight(Generic[K, V]):
-    """At most one call in flight per key; callers that come meanwhile share its outcome."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._flights: dict[K, _Flight[V]] = {}
-
-    def do(self, key: K, work: Callable[[], V]) -> V:
-        with self._lock:
-            flight = self._flights.get(key)
-            leader = flight is None
-            if flight is None:
-                flight = self._flights[key] = _Flight()
-        if not leader:
-            return flight.wait()
-        try:
-            flight.result = work()
-        except BaseException as exc:
-            flight.error = exc
-            raise
-        finally:
-            with self._lock:
-                del self._flights[key]
-            flight.done.set()
-        return flight.result
-
-
-class _Flight(Generic[V]):
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.result: V
-        self.error: BaseException | None = None
-
-    def wait(self) -> V:
-        self.done.wait()
-        if self.error is not None:
-            raise self.error
-        return self.result

@@ -1,4 +1,4 @@
-"""S3 locations: is a record's copy there, and fetching it with the sha256 checked as it arrives.
+"""S3 locations: fetching a record's copy with the sha256 checked as it arrives.
 
 A location ``s3://bucket/prefix`` holds a record's files under the prefix (``prefix/PATH``);
 for a one-file record it may also name the object itself. Credentials come only from the
@@ -26,23 +26,20 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from modelreg.hashedfile import HashedWriter
-from modelreg.remote import Deadline, DeadlineExceeded, SingleFlight, current
+from modelreg.remote import Deadline, DeadlineExceeded, current
 
 PART_BYTES = 8 << 20
 WORKERS = 4
 WINDOW = WORKERS + 2  # ranges in flight or waiting to be written: bounded memory
 RANGE_ATTEMPTS = 4
 RANGE_BACKOFF_S = 0.2  # before attempt k: this × 2**k, at most 2 s
-# A presence check (HEAD) is cached this long per process: status and the gate ask it of every
-# production record, and a copy's presence changes far more slowly than they are asked.
-PRESENCE_TTL_S = 30.0
 # The total time of one request: a HEAD, or one range (PART_BYTES at RANGE_MIN_BYTES_PER_S
 # at the least). A range that misses it is not asked again: the store is too slow or lying.
 HEAD_DEADLINE_S = 30.0
@@ -55,10 +52,6 @@ NO_CREDENTIALS = (
     "no AWS credentials on this host (the standard chain: AWS_ACCESS_KEY_ID / "
     "AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws, or an instance role)"
 )
-
-
-class NotCached(Exception):
-    """A remote copy's presence is not known without asking the store (``cached_only``)."""
 
 
 class Unavailable(Exception):
@@ -79,16 +72,13 @@ class S3Object:
 
 _client_lock = threading.Lock()
 _clients: dict[tuple[str | None, str | None], Any] = {}
-_presence: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[float, str | None]] = {}
-_probes: SingleFlight[tuple[str, tuple[tuple[str, int], ...]], str | None] = SingleFlight()
 
 
 def reset() -> None:
-    """Forget this process's clients and presence answers (after the AWS environment
-    changed: a test, a long-lived process rotating credentials)."""
+    """Forget this process's clients (after the AWS environment changed: a test, a
+    long-lived process rotating credentials)."""
     with _client_lock:
         _clients.clear()
-        _presence.clear()
 
 
 def endpoint_url() -> str | None:
@@ -232,48 +222,6 @@ def head(bucket: str, prefix: str, path: str, *, single: bool) -> S3Object:
     except Exception as exc:
         raise Unavailable(f"{path}: {_why(exc)}") from None
     raise Unavailable(f"{path}: " + "; ".join(problems))
-
-
-def has_copy(
-    bucket: str,
-    prefix: str,
-    files: Sequence[tuple[str, int]],
-    url: str,
-    *,
-    cached_only: bool = False,
-) -> str | None:
-    """None when every file (path, bytes) is at the location with its recorded size (HEAD;
-    fetch checks every sha256), else why not. Cached for ``PRESENCE_TTL_S`` per process, and
-    one probe of a location at a time (callers meanwhile share its answer); ``cached_only``:
-    raise ``NotCached`` rather than ask S3 (the server's event loop)."""
-    key = (url, tuple(files))
-    now = time.monotonic()
-    cached = _presence.get(key)
-    if cached is not None and now - cached[0] < PRESENCE_TTL_S:
-        return cached[1]
-    if cached_only:
-        raise NotCached(url)
-    return _probes.do(key, lambda: _probe(key, bucket, prefix, files))
-
-
-def _probe(
-    key: tuple[str, tuple[tuple[str, int], ...]],
-    bucket: str,
-    prefix: str,
-    files: Sequence[tuple[str, int]],
-) -> str | None:
-    problem: str | None = None
-    for path, size in files:
-        try:
-            found = head(bucket, prefix, path, single=len(files) == 1)
-        except Unavailable as exc:
-            problem = exc.reason
-            break
-        if found.size != size:
-            problem = f"{path} is {found.size} bytes, recorded {size}"
-            break
-    _presence[key] = (time.monotonic(), problem)
-    return problem
 
 
 def range_deadline_s(size: int) -> float:

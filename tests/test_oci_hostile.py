@@ -1,11 +1,11 @@
 """OCI locations against a hostile registry (``tests.hostile``): a manifest or index document
 is read to its cap and no further, a blob to its recorded size, every request within a total
-deadline however slowly the bytes come, and one probe of a location at a time. The honest path
-is ``tests/test_oci.py`` (Debian's docker-registry)."""
+deadline however slowly the bytes come — when a location is checked (``check_location``, what
+``modelreg locations check`` records) and when it is fetched. The honest path is
+``tests/test_oci.py`` (Debian's docker-registry)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +14,7 @@ import pytest
 
 from modelreg import oci
 from modelreg.errors import NotFetchable
-from modelreg.locations import WantedFile, fetch_files
+from modelreg.locations import LocationCheck, WantedFile, check_location, fetch_files
 from tests.hostile.server import (
     ENDLESS,
     MIB,
@@ -34,13 +34,16 @@ REPO = "models/tiny"
 def hostile() -> Iterator[HostileServer]:
     with HostileServer() as server:
         yield server
-    oci._presence.clear()
 
 
-def _reference(server: HostileServer, digest: str) -> oci.Reference:
-    found = oci.parse_reference(f"oci://{server.address}/{REPO}@{digest}")
-    assert found is not None
-    return found
+def _check(server: HostileServer, digest: str, scratch: Path) -> LocationCheck:
+    """``check_location`` of a one-file record (10 bytes) at the artifact ``digest``: what it
+    found is not a verified copy, and nothing of it is left in ``scratch``."""
+    wanted = WantedFile("model.gguf", 10, "a" * 64)
+    checked = check_location([wanted], f"oci://{server.address}/{REPO}@{digest}", scratch)
+    assert checked.ok is not True
+    assert not scratch.exists() or list(scratch.iterdir()) == []
+    return checked
 
 
 def _manifest_path(digest: str) -> str:
@@ -59,47 +62,46 @@ def _serve_artifact(server: HostileServer, blob: Pattern, answer: Answer) -> tup
     return f"oci://{server.address}/{REPO}@{digest}", blob_path
 
 
-def test_an_oversized_manifest_is_refused_at_the_cap(hostile: HostileServer) -> None:
+def test_an_oversized_manifest_is_refused_at_the_cap(
+    hostile: HostileServer, tmp_path: Path
+) -> None:
     """An 800 MB "manifest" costs the client 4 MiB: it is refused at the byte that passes the
     cap, whether its length is declared or it just never stops."""
     digest = "sha256:" + "1" * 64
     for length in ("auto", None):
         hostile.route("GET", _manifest_path(digest), Answer(200, Pattern(800 * MIB), length=length))
-        problem = oci.has_copy(_reference(hostile, digest), [("model.gguf", 10)])
-        assert problem is not None and f"is longer than {oci.MANIFEST_MAX_BYTES:,} bytes" in problem
-        oci._presence.clear()
+        problem = _check(hostile, digest, tmp_path / "scratch").detail
+        assert f"is longer than {oci.MANIFEST_MAX_BYTES:,} bytes" in problem
     # Declared: refused on the header, before a byte of the body is read; not declared: read to
     # the cap (what the server wrote is that plus the sockets' buffers, far from 800 MB).
     assert hostile.sent[_manifest_path(digest)] < 64 * MIB
 
 
-def test_an_endless_manifest_is_refused_at_the_cap(hostile: HostileServer) -> None:
+def test_an_endless_manifest_is_refused_at_the_cap(hostile: HostileServer, tmp_path: Path) -> None:
     digest = "sha256:" + "2" * 64
     hostile.route("GET", _manifest_path(digest), Answer(200, ENDLESS, length=None))
-    problem = oci.has_copy(_reference(hostile, digest), [("model.gguf", 10)])
-    assert problem is not None and "longer than 4,194,304 bytes" in problem
+    assert "longer than 4,194,304 bytes" in _check(hostile, digest, tmp_path / "s").detail
 
 
 def test_a_manifest_that_lies_about_its_digest_or_is_an_index_is_refused(
-    hostile: HostileServer,
+    hostile: HostileServer, tmp_path: Path
 ) -> None:
     true = oci_manifest_for({"model.gguf": (10, "a" * 64)})
     claimed = "sha256:" + "3" * 64
     hostile.route("GET", _manifest_path(claimed), Answer(200, true))
-    problem = oci.has_copy(_reference(hostile, claimed), [("model.gguf", 10)])
+    problem = _check(hostile, claimed, tmp_path / "s").detail
     assert problem == f"the manifest's bytes do not hash to {claimed}; refused"
 
     index = (
         b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}'
     )
     hostile.route("GET", _manifest_path(digest_of(index)), Answer(200, index))
-    problem = oci.has_copy(_reference(hostile, digest_of(index)), [("model.gguf", 10)])
-    assert problem is not None and "is an index of manifests" in problem
+    assert "is an index of manifests" in _check(hostile, digest_of(index), tmp_path / "s").detail
 
 
 @pytest.mark.parametrize("headers_too", [False, True])
 def test_a_dripping_registry_costs_one_deadline(
-    hostile: HostileServer, monkeypatch: pytest.MonkeyPatch, headers_too: bool
+    hostile: HostileServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, headers_too: bool
 ) -> None:
     """One byte every 0.3 s never trips a per-read timeout; the request's total deadline ends
     it — in the body, or already in the headers."""
@@ -110,28 +112,10 @@ def test_a_dripping_registry_costs_one_deadline(
         "GET", _manifest_path(digest), Answer(200, manifest, drip_s=0.3, drip_headers=headers_too)
     )
     started = time.monotonic()
-    problem = oci.has_copy(_reference(hostile, digest), [("model.gguf", 10)])
+    problem = _check(hostile, digest, tmp_path / "s").detail
     took = time.monotonic() - started
     assert problem == f"the registry {hostile.address}: no complete answer within 1.5 s"
     assert 1.4 < took < 3.0
-
-
-def test_concurrent_probes_of_one_location_send_one_request(hostile: HostileServer) -> None:
-    manifest = oci_manifest_for({"model.gguf": (10, "a" * 64)})
-    digest = digest_of(manifest)
-    hostile.route("GET", _manifest_path(digest), Answer(200, manifest, delay_s=0.5))
-    answers: list[str | None] = []
-
-    def probe() -> None:
-        answers.append(oci.has_copy(_reference(hostile, digest), [("model.gguf", 10)]))
-
-    threads = [threading.Thread(target=probe) for _ in range(10)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert answers == [None] * 10
-    assert len(hostile.requests_to(_manifest_path(digest))) == 1
 
 
 def _fetch(location: str, blob: Pattern, to: Path) -> NotFetchable:
@@ -187,13 +171,15 @@ def test_a_dripping_blob_is_ended_by_its_total_deadline(
     assert "no complete answer within 1.00095 s" in refused.message
 
 
-def test_a_token_realm_that_never_ends_is_read_to_its_cap(hostile: HostileServer) -> None:
+def test_a_token_realm_that_never_ends_is_read_to_its_cap(
+    hostile: HostileServer, tmp_path: Path
+) -> None:
     digest = "sha256:" + "4" * 64
     challenge = f'Bearer realm="{hostile.url}/token",service="registry"'
     hostile.route(
         "GET", _manifest_path(digest), Answer(401, b"{}", {"WWW-Authenticate": challenge})
     )
     hostile.route("GET", "/token", Answer(200, ENDLESS, length=None))
-    problem = oci.has_copy(_reference(hostile, digest), [("model.gguf", 10)])
-    assert problem is not None and f"longer than {oci.ANSWER_MAX_BYTES:,} bytes" in problem
+    problem = _check(hostile, digest, tmp_path / "s").detail
+    assert f"longer than {oci.ANSWER_MAX_BYTES:,} bytes" in problem
     assert hostile.sent["/token"] < 32 * MIB

@@ -217,6 +217,9 @@ REASON_CASES: dict[ReasonCode, Callable[[], rules.Deployability]] = {
         "r_1", "cpu", ["unsafe_pickle: model.pt: imports posix.system"], ACTIVE, _run("pass"), FP
     ),
     ReasonCode.GATE_RELAXED_AFTER_FAILURE: lambda: _judge_with(_relaxed_pass(), FP),
+    ReasonCode.LICENSE_DENIED: lambda: rules.judge(
+        "r_1", "cpu", [], ACTIVE, _run("pass"), FP, license_denied="license gpl-3.0 is denied"
+    ),
 }
 
 

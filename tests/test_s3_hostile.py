@@ -1,11 +1,11 @@
 """S3 locations against a hostile S3 API (``tests.hostile``): a range answered longer than
-asked is refused at the byte that passes it ("longer than", never "short read"), a dripping
-store costs one deadline per request (in its headers or its body), and one probe of a location
-at a time. The honest path is ``tests/test_s3.py`` (moto's server)."""
+asked is refused at the byte that passes it ("longer than", never "short read"), and a
+dripping store costs one deadline per request (in its headers or its body) — when a location
+is fetched and when it is checked (``check_location``, what ``modelreg locations check``
+records). The honest path is ``tests/test_s3.py`` (moto's server)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +14,7 @@ import pytest
 
 from modelreg import s3
 from modelreg.errors import NotFetchable
-from modelreg.locations import WantedFile, fetch_files
+from modelreg.locations import WantedFile, check_location, fetch_files
 from tests.hostile.server import MIB, HostileServer, Pattern, s3_object
 
 pytest.importorskip("boto3")
@@ -80,37 +80,19 @@ def test_a_dripping_range_costs_one_deadline(
 
 
 def test_a_head_dripping_its_headers_costs_one_deadline(
-    hostile: HostileServer, monkeypatch: pytest.MonkeyPatch
+    hostile: HostileServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(s3, "HEAD_DEADLINE_S", 1.0)
     blob = Pattern(5000)
     key = f"/{BUCKET}/m/model.gguf"
     hostile.route("HEAD", key, s3_object(blob, drip_s=0.2, drip_headers=True))
+    wanted = WantedFile("model.gguf", blob.size, blob.sha256())
     started = time.monotonic()
-    problem = s3.has_copy(BUCKET, "m/", [("model.gguf", 5000)], f"s3://{BUCKET}/m/")
+    checked = check_location([wanted], f"s3://{BUCKET}/m/", tmp_path / "scratch")
     assert time.monotonic() - started < 3.5
-    assert problem == f"model.gguf: HEAD s3://{BUCKET}/m/model.gguf: no complete answer within 1 s"
-
-
-def test_concurrent_probes_of_one_location_send_one_head(hostile: HostileServer) -> None:
-    blob = Pattern(5000)
-    key = f"/{BUCKET}/m/model.gguf"
-    slow = s3_object(blob)
-
-    def answer(request):  # type: ignore[no-untyped-def]
-        time.sleep(0.5)
-        return slow(request)  # type: ignore[operator]
-
-    hostile.route("HEAD", key, answer)
-    answers: list[str | None] = []
-
-    def probe() -> None:
-        answers.append(s3.has_copy(BUCKET, "m/", [("model.gguf", 5000)], f"s3://{BUCKET}/m/"))
-
-    threads = [threading.Thread(target=probe) for _ in range(10)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert answers == [None] * 10
-    assert len(hostile.requests_to(key, "HEAD")) == 1
+    assert checked.ok is None  # this host could not ask in time: no fact about the bytes
+    assert checked.detail == (
+        f"model.gguf: HEAD s3://{BUCKET}/m/model.gguf: no complete answer within 1 s"
+    )
+    assert list((tmp_path / "scratch").iterdir()) == []
+    assert hostile.requests_to(key, "GET") == []

@@ -5,7 +5,7 @@ answer, and every request counted and timed."""
 # No ``from __future__ import annotations``: FastAPI reads annotations at run time.
 
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 from modelreg.errors import (
@@ -14,7 +14,7 @@ from modelreg.errors import (
     ModelregError,
     Unauthorized,
 )
-from modelreg.server.http import _PARAMETER_NAMES, SECURITY_HEADERS, error_json
+from modelreg.server.http import _PARAMETER_NAMES, API, SECURITY_HEADERS, error_json
 from modelreg.steps import Step
 from modelreg.tokens import Permission
 
@@ -30,7 +30,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Guard:
-    """Refuses a request body larger than the limit (413), of unknown length (411), or framed
+    """Answers a method the path does not take with 405 and every method it does take in
+    ``Allow`` (whatever else the request is: a body or a token is not looked at — the app's
+    router would name the methods of one of the path's routes only); refuses a request body
+    larger than the limit (413), of unknown length (411), or framed
     two ways at once (Content-Length and Transfer-Encoding: 400 — h11 would read the chunked
     body whatever the length said) from its headers; a body is read only once the caller is
     known to be allowed to write (a token of a role that writes: 401 / 403 before a byte of
@@ -54,6 +57,8 @@ class Guard:
         metrics: Any = None,
     ) -> None:
         self.app = app
+        # The app's routes (starlette's, the live list), to know which methods a path takes.
+        self.routes: Sequence[Any] = getattr(app, "routes", ())
         self.metrics = metrics  # server.metrics.Metrics: every request counted and timed
         self.max_body_bytes = max_body_bytes
         self.threads = threads
@@ -81,6 +86,10 @@ class Guard:
             done()
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        allowed = methods_elsewhere(self.routes, scope)
+        if allowed:
+            await self._not_allowed(scope, receive, send, allowed)
+            return
         length: bytes | None = None
         chunked = False
         for name, value in scope["headers"]:
@@ -141,6 +150,28 @@ class Guard:
             await response(scope, receive, send_with_headers)
             return
         await self.app(scope, receive, send_with_headers)
+
+    async def _not_allowed(
+        self, scope: Scope, receive: Receive, send: Send, allowed: list[str]
+    ) -> None:
+        path, method = scope.get("path", ""), scope.get("method", "")
+        message = f"{method} is not allowed on {path}"
+        response: Any
+        if path.startswith(API) or path == "/metrics":
+            response = error_json(405, "method_not_allowed", message, "see /api/v1/openapi.json")
+        else:
+            from modelreg.server.dashboard import error_page
+
+            response = error_page(405, message, None)
+        response.headers["Allow"] = ", ".join(allowed)
+        response.headers["Connection"] = "close"  # a body it may carry is not read
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await response(scope, receive, send_with_headers)
 
     async def _refuse_writer(
         self, scope: Scope
@@ -208,6 +239,25 @@ class Guard:
                 None,
             )
         return b"".join(chunks), None
+
+
+# The methods of RFC 9110 (and PATCH): those a path may be asked which it takes.
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
+
+
+def methods_elsewhere(routes: Sequence[Any], scope: Scope) -> list[str]:
+    """The methods the request's path takes when its own method is not one of them; empty
+    when a route takes the request, or when no route has the path (the app's 404). Routes are
+    asked as the app's router asks them (FastAPI wraps an included router in one route)."""
+    from starlette.routing import Match
+
+    def taken(method: str) -> bool:
+        asked = {**scope, "method": method}
+        return any(route.matches(asked)[0] is Match.FULL for route in routes)
+
+    if taken(scope.get("method", "")):
+        return []
+    return [method for method in _METHODS if taken(method)]
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -28,6 +28,7 @@ from modelreg.errors import (
     SchemaMismatch,
     Unauthorized,
 )
+from modelreg.limits import RECORD_REF_MAX
 from modelreg.schemas.output import (
     ErrorBody,
     ErrorOutput,
@@ -51,8 +52,9 @@ SECURITY_HEADERS = [
     (b"x-frame-options", b"DENY"),
 ]
 # A record reference over HTTP is a record id or id prefix — never a path: the library's
-# diff/fit also accept a manifest .json file on this host, which a client must not name.
-_RECORD_REF_RE = re.compile(r"(r_)?[0-9a-f]{4,64}")
+# diff/fit also accept a manifest .json file on this host, which a client must not name. At
+# least 4 hex digits, at most RECORD_REF_MAX characters in all (limits.py).
+_RECORD_REF_RE = re.compile(rf"r_[0-9a-f]{{4,{RECORD_REF_MAX - 2}}}|[0-9a-f]{{4,{RECORD_REF_MAX}}}")
 
 
 @dataclass(frozen=True)

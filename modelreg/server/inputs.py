@@ -1,45 +1,221 @@
-"""The bodies the JSON API accepts: each a pydantic model that refuses unknown fields, its limits
-stated (they are the OpenAPI document's)."""
+"""What the JSON API accepts: the bodies (each a pydantic model that refuses unknown fields)
+and the query and path parameters, each with the bounds the library enforces stated — from
+the constants the library checks against (``modelreg.limits`` and the modules beside it), so
+that the OpenAPI document says what the handlers do and cannot drift from it
+(tests/server/test_conformance.py checks both)."""
 
 # No ``from __future__ import annotations``: FastAPI reads annotations at run time.
 
 import logging
-from datetime import date
-from typing import Any
+from datetime import UTC, date, datetime
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Path, Query
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SkipValidation, WithJsonSchema
 
+from modelreg.api.deploy import MAX_LIMITATIONS
+from modelreg.limits import (
+    ACTOR_MAX,
+    HOST_MAX,
+    MODEL_ID_MAX,
+    RECORD_REF_MAX,
+    TARGET_NAME_MAX,
+    WHY_MAX,
+)
+from modelreg.locations import MAX_URL_CHARS
+from modelreg.manifests.fit import MAX_CONTEXT, MAX_SEQUENCES
+from modelreg.schemas.manifest import Manifest
 from modelreg.schemas.verification import CheckResult
+from modelreg.server.http import _RECORD_REF_RE
+from modelreg.webhooks import DEFAULT_EVENTS
 
 log = logging.getLogger("modelreg.server")
+
+# Patterns that mean the same to pydantic (Rust's regex), to Python's re and to ECMA-262, the
+# JSON Schema dialect (each class spelled out: the engines differ on what ``\s`` holds).
+#
+# No NUL: PostgreSQL refuses it in text, and it is refused before anything is stored or
+# looked up (registry/boundary.py).
+NO_NUL = r"^[^\x00]*$"
+# A statement (a reason, an owner, a limitation): no NUL, and something other than the white
+# space ``str.strip()`` removes.
+SAID = r"^[^\x00]*[^\s\x00\x1c-\x1f][^\x00]*$"
+RECORD_REF = _RECORD_REF_RE.pattern.join(("^(", ")$"))
+SHA256 = r"^[0-9a-fA-F]{64}$"
+# What search can find: a record id or a sha256, or a prefix of either (browse.SEARCH_MIN).
+SEARCH = r"^(r_)?[0-9a-fA-F]{4,64}$"
+# An age before now (``90m``, ``12h``, ``7d``; at most 99,999 of them: ~270 years).
+AGE = r"^[0-9]{1,5}[mhd]$"
+# URLs: the scheme is stated; the rest of their grammar is checked by the library, whose
+# refusal names the part that is wrong (webhooks.parse_url, locations.parse_location).
+WEBHOOK_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://"
+LOCATION_URL = r"^(file|hf|s3|oci)://"
+# The KV cache types fit knows (manifests/fit.py KV_BYTES_PER_ELEMENT).
+KVType = Literal["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
+WebhookEvent = Literal[
+    "add", "verify", "upload-run", "promote", "rollback", "hold", "release", "retire"
+]
+
+# -- query and path parameters ---------------------------------------------------------------
+
+ModelQuery = Annotated[
+    str,
+    Query(min_length=1, max_length=MODEL_ID_MAX, pattern=NO_NUL, description="A model id."),
+]
+TargetQuery = Annotated[
+    str,
+    Query(min_length=1, max_length=TARGET_NAME_MAX, pattern=NO_NUL, description="A target."),
+]
+# Stated here, checked by ``http.record_ref`` (the same pattern), whose refusal says what to give.
+_RECORD_REF_SCHEMA = {"type": "string", "maxLength": RECORD_REF_MAX, "pattern": RECORD_REF}
+RecordQuery = Annotated[
+    str,
+    WithJsonSchema(_RECORD_REF_SCHEMA),
+    Query(description="A record id (r_ and 12 hex digits) or a unique prefix of its hex."),
+]
+RecordPath = Annotated[
+    str,
+    Path(
+        max_length=RECORD_REF_MAX,
+        pattern=RECORD_REF,
+        description="A record id (r_ and 12 hex digits) or a unique prefix of its hex.",
+    ),
+]
+Sha256Query = Annotated[
+    str, Query(min_length=64, max_length=64, pattern=SHA256, description="A file's sha256.")
+]
+SearchQuery = Annotated[
+    str,
+    Query(
+        min_length=4,
+        max_length=66,
+        pattern=SEARCH,
+        description="A record id or a file's sha256, or a prefix of either (4 hex digits or "
+        "more; 8 or more to match a sha256).",
+    ),
+]
+
+
+def _since(value: object) -> object:
+    """An RFC 3339 date or date-time (a datetime; a day is its start, UTC) or an age (kept
+    as text, for the library's ``parse_since``); refused otherwise, as the schema says."""
+    import re
+
+    if not isinstance(value, str):
+        return value
+    if re.fullmatch(AGE, value):
+        return value
+    text = value.upper()
+    if re.fullmatch(_RFC3339_DATE, text):
+        day = date.fromisoformat(text)  # ValueError (a 422) for a day the month has not
+        return datetime(day.year, day.month, day.day, tzinfo=UTC)
+    if re.fullmatch(_RFC3339_DATE_TIME, text):
+        # A leap second is RFC 3339's; Python's datetime has none: its second before.
+        return datetime.fromisoformat(re.sub(r"(T\d\d:\d\d):60", r"\1:59", text))
+    raise ValueError("give an RFC 3339 date (2026-11-30) or date-time, or an age (90m, 12h, 7d)")
+
+
+_RFC3339_DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_RFC3339_DATE_TIME = (
+    _RFC3339_DATE + r"T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})"
+)
+SinceQuery = Annotated[
+    datetime | str,
+    BeforeValidator(_since),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "format": "date-time"},
+                {"type": "string", "format": "date"},
+                {"type": "string", "pattern": AGE},
+            ],
+            "description": "An RFC 3339 date or date-time, or an age: 90m, 12h, 7d.",
+        }
+    ),
+    Query(),
+]
+ContainsQuery = Annotated[
+    str,
+    Query(
+        min_length=1,
+        max_length=MODEL_ID_MAX,
+        pattern=NO_NUL,
+        description="Models whose id contains it.",
+    ),
+]
+# webhooks.id is an INTEGER: PostgreSQL refuses a larger value in a query (a 500, not a 404).
+WEBHOOK_ID_MAX = 2**31 - 1
+WebhookId = Annotated[int, Path(ge=1, le=WEBHOOK_ID_MAX, description="A webhook's id.")]
+ReasonQuery = Annotated[str, Query(max_length=WHY_MAX, pattern=NO_NUL, description="Why.")]
+ContextQuery = Annotated[
+    int, Query(ge=1, le=MAX_CONTEXT, description="Tokens of context per sequence.")
+]
+ConcurrencyQuery = Annotated[
+    int, Query(ge=1, le=MAX_SEQUENCES, description="Sequences served at once.")
+]
+
+
+# -- bodies ----------------------------------------------------------------------------------
 
 
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+Why = Annotated[str, Field(min_length=1, max_length=WHY_MAX, pattern=SAID)]
+OptionalWhy = Annotated[str, Field(max_length=WHY_MAX, pattern=NO_NUL)]
+TargetName = Annotated[str, Field(min_length=1, max_length=TARGET_NAME_MAX, pattern=NO_NUL)]
+
+
 class PromoteInput(_In):
-    target: str = Field(min_length=1, max_length=100)
-    why: str | None = Field(default=None, max_length=10_000)
-    owner: str | None = Field(default=None, max_length=1_000, description="Who answers for it.")
-    limitations: list[str] = Field(
-        default_factory=list, max_length=100, description="Its known limitations."
+    target: TargetName
+    why: OptionalWhy | None = Field(
+        default=None, description="Why (needed, not blank, with accept_relaxed_gate)."
     )
-    retest_by: date | None = Field(default=None, description="Re-test it by this day (UTC).")
+    owner: Annotated[str, Field(min_length=1, max_length=ACTOR_MAX, pattern=SAID)] | None = Field(
+        default=None, description="Who answers for it."
+    )
+    limitations: list[Annotated[str, Field(min_length=1, max_length=WHY_MAX, pattern=SAID)]] = (
+        Field(
+            default_factory=list, max_length=MAX_LIMITATIONS, description="Its known limitations."
+        )
+    )
+    retest_by: date | None = Field(
+        default=None, description="Re-test it by this day (UTC); not a day that has passed."
+    )
     accept_relaxed_gate: bool = Field(
         default=False,
         description="Accept (with why) passes under a gate weakened after the record failed it.",
     )
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            # accept_relaxed_gate true needs a why that says something (checked by promote).
+            "if": {
+                "properties": {"accept_relaxed_gate": {"const": True}},
+                "required": ["accept_relaxed_gate"],
+            },
+            "then": {
+                "properties": {"why": {"type": "string", "minLength": 1, "pattern": SAID}},
+                "required": ["why"],
+            },
+        },
+    )
+
 
 class ReasonInput(_In):
-    why: str = Field(min_length=1, max_length=10_000)
+    why: Why
 
 
 class WebhookInput(_In):
-    url: str = Field(min_length=1, max_length=2000, description="http:// or https://")
-    events: list[str] = Field(
-        default=["promote", "rollback", "hold", "release", "retire", "verify"],
+    url: Annotated[
+        str,
+        WithJsonSchema({"type": "string", "maxLength": 2000, "pattern": WEBHOOK_URL}),
+        Field(max_length=2000, description="http:// or https://, no credentials or fragment."),
+    ]
+    events: list[WebhookEvent] = Field(
+        default=cast("list[WebhookEvent]", list(DEFAULT_EVENTS)),
         min_length=1,
         max_length=20,
         description="Event kinds (modelreg.webhooks.EVENTS).",
@@ -48,34 +224,50 @@ class WebhookInput(_In):
         default=None,
         min_length=16,
         max_length=200,
-        description="Sign with this secret (else a new one, in the answer only).",
+        pattern=r"^[!-~]+$",
+        description="Sign with this secret: printable ASCII without spaces (else a new one, "
+        "in the answer only).",
     )
 
 
 class RollbackInput(_In):
-    model: str = Field(min_length=1, max_length=200)
-    target: str = Field(min_length=1, max_length=100)
-    why: str = Field(min_length=1, max_length=10_000)
-    to: str | None = Field(
-        default=None, min_length=1, max_length=32, description="Roll back to this record."
+    model: str = Field(min_length=1, max_length=MODEL_ID_MAX, pattern=NO_NUL)
+    target: TargetName
+    why: Why
+    to: Annotated[str, WithJsonSchema(_RECORD_REF_SCHEMA)] | None = Field(
+        default=None, description="Roll back to this record (checked as ``record_ref``)."
     )
+
+
+Location = Annotated[
+    str,
+    WithJsonSchema({"type": "string", "maxLength": MAX_URL_CHARS, "pattern": LOCATION_URL}),
+    Field(
+        max_length=MAX_URL_CHARS,
+        description="file://HOST/absolute/path, hf://org/name@<40-hex commit>, s3://bucket/"
+        "prefix or oci://registry/repository[:tag]@sha256:<64 hex>; no credentials, query or "
+        "fragment.",
+    ),
+]
 
 
 class AddManifestInput(_In):
     """The output of ``modelreg inspect --json`` (``record_id`` and ``manifest``), with the
     locations the artifact's bytes can be fetched from."""
 
-    manifest: dict[str, Any]
+    # Stated as the manifest schema (every count and size a manifest may name, bounded) and
+    # validated by ``add_manifest`` as every door validates one, with its one-line refusal.
+    manifest: SkipValidation[Manifest]
     record_id: str | None = Field(default=None, max_length=64)
     schema_version: int | None = None
     next_steps: list[dict[str, Any]] = Field(
         default_factory=list, max_length=20, description="Ignored (what inspect suggested)."
     )
-    locations: list[str] = Field(default_factory=list, max_length=100)
+    locations: list[Location] = Field(default_factory=list, max_length=100)
 
 
 class LocationsInput(_In):
-    urls: list[str] = Field(min_length=1, max_length=100)
+    urls: list[Location] = Field(min_length=1, max_length=100)
 
 
 class RunUpload(_In):
@@ -85,8 +277,8 @@ class RunUpload(_In):
     (``verify --sign-key``, shown by ``modelreg attest``) — verifies with one of them and
     covers exactly these checks, this fingerprint and the record's files."""
 
-    target: str = Field(min_length=1, max_length=100)
-    host: str = Field(min_length=1, max_length=200)
+    target: TargetName
+    host: str = Field(min_length=1, max_length=HOST_MAX, pattern=NO_NUL)
     fingerprint: dict[str, str] = Field(default_factory=dict, max_length=200)
     checks: list[CheckResult] = Field(min_length=1, max_length=100)
     envelope: dict[str, Any] | None = Field(default=None)

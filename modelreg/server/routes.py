@@ -7,14 +7,14 @@ path (``auth.authorize``), as the dashboard and the guard do."""
 
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi import Path as PathParam
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from modelreg import api
+from modelreg.api.browse import SEARCH_MAX
 from modelreg.errors import (
     NoRollbackCandidate,
 )
@@ -43,14 +43,27 @@ from modelreg.schemas.output import (
     WebhooksOutput,
 )
 from modelreg.server.auth import Caller, authorize, bearer_secret
-from modelreg.server.http import _RECORD_REF_RE, API, json_response, record_ref
+from modelreg.server.http import API, json_response, record_ref
 from modelreg.server.inputs import (
     AddManifestInput,
+    ConcurrencyQuery,
+    ContainsQuery,
+    ContextQuery,
+    KVType,
     LocationsInput,
+    ModelQuery,
     PromoteInput,
     ReasonInput,
+    ReasonQuery,
+    RecordPath,
+    RecordQuery,
     RollbackInput,
     RunUpload,
+    SearchQuery,
+    Sha256Query,
+    SinceQuery,
+    TargetQuery,
+    WebhookId,
     WebhookInput,
 )
 from modelreg.tokens import Permission
@@ -84,9 +97,14 @@ Adder = Annotated[Caller, Depends(caller(Permission.ADD))]
 Verifier = Annotated[Caller, Depends(caller(Permission.UPLOAD_RUN))]
 Releaser = Annotated[Caller, Depends(caller(Permission.DECIDE))]
 errors: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorOutput} for status in (401, 403, 404, 409, 413, 422, 503)
+    status: {"model": ErrorOutput} for status in (401, 403, 404, 409, 422, 503)
 }
 errors |= {
+    413: {
+        "model": ErrorOutput,
+        "description": "A body over the server's limit (`--max-body-bytes`, 16 MiB unless set), "
+        "refused from its Content-Length.",
+    },
     400: {
         "model": ErrorOutput,
         "description": "A body that is not JSON, or framed both by Content-Length and "
@@ -95,24 +113,19 @@ errors |= {
     408: {"model": ErrorOutput, "description": "The body did not arrive in time."},
     411: {"model": ErrorOutput, "description": "A body without a Content-Length."},
 }
-RecordId = Annotated[
-    str,
-    PathParam(
-        pattern=_RECORD_REF_RE.pattern.join("^$"),
-        description="A record id (r_ and 12 hex digits) or a unique prefix of its hex.",
-    ),
-]
+RecordId = RecordPath
 State = Annotated[
     Literal["active", "held", "retired"] | None,
     Query(description="Only records in this state."),
 ]
-Text = Annotated[str, Query(min_length=1, max_length=200)]
-OptionalText = Annotated[str | None, Query(min_length=1, max_length=200)]
 
 
 @router.get(f"{API}/status", response_model=StatusOutput, responses=errors, tags=["read"])
 def status(
-    registry: RegistryDep, _: Reader, model: OptionalText = None, target: OptionalText = None
+    registry: RegistryDep,
+    _: Reader,
+    model: ModelQuery | None = None,
+    target: TargetQuery | None = None,
 ) -> Response:
     """What runs where: the production record of every (model, target), its files and
     locations, and whether it is deployable there now."""
@@ -128,9 +141,9 @@ def status(
 def gate(
     registry: RegistryDep,
     _: Reader,
-    model: Text,
-    target: Text,
-    sha256: Annotated[str, Query(min_length=1, max_length=200)],
+    model: ModelQuery,
+    target: TargetQuery,
+    sha256: Sha256Query,
 ) -> Response:
     """The deploy gate: 200 when ``sha256`` is a file of the production record of
     ``model`` on ``target`` and that record is deployable there now; 409 with the reasons
@@ -143,7 +156,7 @@ def gate(
 def matrix(
     registry: RegistryDep,
     _: Reader,
-    q: OptionalText = None,
+    q: ContainsQuery | None = None,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
@@ -156,9 +169,9 @@ def matrix(
 def records(
     registry: RegistryDep,
     _: Reader,
-    model: OptionalText = None,
+    model: ModelQuery | None = None,
     state: State = None,
-    deployable_on: OptionalText = None,
+    deployable_on: TargetQuery | None = None,
 ) -> Response:
     """Records, oldest first (filters: model, state, deployable on a target)."""
     return json_response(registry.records(model, deployable_on=deployable_on, state=state))
@@ -174,8 +187,9 @@ def records(
 def add_manifest(registry: RegistryDep, who: Adder, body: AddManifestInput) -> Response:
     """Record a manifest produced by ``modelreg inspect --json`` (201 when new, 200 when
     the registry already had it). Role: verifier or releaser."""
+    manifest = cast(dict[str, Any], body.manifest)  # not validated yet: the JSON as sent
     added = registry.add_manifest(
-        body.manifest, record_id=body.record_id, locations=body.locations, actor=who.actor
+        manifest, record_id=body.record_id, locations=body.locations, actor=who.actor
     )
     return json_response(added, 201 if added.created else 200)
 
@@ -315,13 +329,13 @@ def retire(
 def history(
     registry: RegistryDep,
     _: Reader,
-    model: Text,
+    model: ModelQuery,
     limit: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
-    since: Annotated[str | None, Query(min_length=1, max_length=60)] = None,
-    target: OptionalText = None,
+    since: SinceQuery | None = None,
+    target: TargetQuery | None = None,
 ) -> Response:
     """Adds, verifications, promotions, rollbacks, holds of a model, in commit order
-    (``limit``: the newest N; ``since``: an ISO 8601 date or time, or an age as 12h or 7d;
+    (``limit``: the newest N; ``since``: an RFC 3339 date or date-time, or an age as 12h or 7d;
     ``target``: only events on it and those of no target)."""
     return json_response(registry.history(model, limit=limit, since=since, target=target))
 
@@ -330,8 +344,8 @@ def history(
 def search(
     registry: RegistryDep,
     _: Reader,
-    q: Annotated[str, Query(min_length=1, max_length=200)],
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    q: SearchQuery,
+    limit: Annotated[int, Query(ge=1, le=SEARCH_MAX)] = 50,
 ) -> Response:
     """Records whose id starts with ``q``, or holding a file whose sha256 is or starts
     with ``q`` (8 hex digits or more); newest first."""
@@ -340,7 +354,10 @@ def search(
 
 @router.get(f"{API}/trend", response_model=TrendOutput, responses=errors, tags=["read"])
 def trend(
-    registry: RegistryDep, _: Reader, model: OptionalText = None, record: OptionalText = None
+    registry: RegistryDep,
+    _: Reader,
+    model: ModelQuery | None = None,
+    record: RecordQuery | None = None,
 ) -> Response:
     """A record's (``record``) or a model's (``model``) local runs, oldest first, with
     decode tokens/s, median time to first token and peak RSS."""
@@ -348,7 +365,7 @@ def trend(
 
 
 @router.get(f"{API}/diff", response_model=DiffOutput, responses=errors, tags=["read"])
-def diff(registry: RegistryDep, _: Reader, a: Text, b: Text) -> Response:
+def diff(registry: RegistryDep, _: Reader, a: RecordQuery, b: RecordQuery) -> Response:
     """What changed from record A to record B."""
     return json_response(registry.diff(record_ref(a), record_ref(b)))
 
@@ -357,12 +374,12 @@ def diff(registry: RegistryDep, _: Reader, a: Text, b: Text) -> Response:
 def fit(
     registry: RegistryDep,
     _: Reader,
-    record: Text,
-    target: Text,
-    context: Annotated[int | None, Query(ge=1, le=10_000_000)] = None,
-    concurrency: Annotated[int, Query(ge=1, le=100_000)] = 1,
-    kv_dtype: Annotated[str, Query(max_length=16)] = "f16",
-    overhead: Annotated[float, Query(ge=0, le=100, allow_inf_nan=False)] = 0.10,
+    record: RecordQuery,
+    target: TargetQuery,
+    context: ContextQuery | None = None,
+    concurrency: ConcurrencyQuery = 1,
+    kv_dtype: Annotated[KVType, Query()] = "f16",
+    overhead: Annotated[float, Query(ge=0, lt=10, allow_inf_nan=False)] = 0.10,
     headroom: Annotated[float, Query(ge=0, lt=1, allow_inf_nan=False)] = 0.10,
 ) -> Response:
     """Weights + KV cache + overhead against the target's memory."""
@@ -403,7 +420,11 @@ def webhooks(registry: RegistryDep, _: Releaser, removed: bool = False) -> Respo
 
 
 @router.post(
-    f"{API}/webhooks", response_model=WebhookCreateOutput, responses=errors, tags=["admin"]
+    f"{API}/webhooks",
+    response_model=WebhookCreateOutput,
+    status_code=201,
+    responses=errors,
+    tags=["admin"],
 )
 def add_webhook(registry: RegistryDep, who: Releaser, body: WebhookInput) -> Response:
     """Send events to a URL, each delivery signed with the secret in this answer (shown
@@ -421,8 +442,8 @@ def add_webhook(registry: RegistryDep, who: Releaser, body: WebhookInput) -> Res
 def remove_webhook(
     registry: RegistryDep,
     who: Releaser,
-    webhook_id: Annotated[int, PathParam(ge=1, le=2**62)],
-    why: OptionalText = None,
+    webhook_id: WebhookId,
+    why: ReasonQuery | None = None,
 ) -> Response:
     """Stop sending to a webhook; its pending deliveries are cancelled. Role: releaser."""
     return json_response(registry.remove_webhook(webhook_id, why=why, actor=who.actor))
@@ -437,11 +458,15 @@ def targets(registry: RegistryDep, _: Reader) -> Response:
 
 @router.get(f"{API}/rollback-plan", response_model=RollbackOutput, responses=errors, tags=["read"])
 def rollback_plan(
-    registry: RegistryDep, _: Reader, model: Text, target: Text, to: OptionalText = None
+    registry: RegistryDep,
+    _: Reader,
+    model: ModelQuery,
+    target: TargetQuery,
+    to: RecordQuery | None = None,
 ) -> Response:
     """The production record and the rollback candidate, with their locations (409 when
     there is no candidate); ``to``: the plan for rolling back to that record."""
-    plan = registry.rollback_plan(model, target, to=to)
+    plan = registry.rollback_plan(model, target, to=record_ref(to) if to is not None else None)
     if plan.decision == "no_candidate":
         raise NoRollbackCandidate.of_plan(plan)
     return json_response(plan)
@@ -451,5 +476,11 @@ def rollback_plan(
 def rollback(registry: RegistryDep, who: Releaser, body: RollbackInput) -> Response:
     """Apply the rollback plan (a second call changes nothing). Role: releaser."""
     return json_response(
-        registry.rollback(body.model, body.target, why=body.why, to=body.to, actor=who.actor)
+        registry.rollback(
+            body.model,
+            body.target,
+            why=body.why,
+            to=record_ref(body.to) if body.to is not None else None,
+            actor=who.actor,
+        )
     )

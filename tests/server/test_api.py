@@ -127,7 +127,7 @@ def test_the_deploy_gate_is_200_only_for_the_deployable_production_digest(
     malformed = reader.get(
         "/api/v1/gate", params={"model": MODEL, "target": "cpu", "sha256": "xyz"}
     )
-    assert "is not a sha256" in _error(malformed, 422, "invalid_input")["message"]
+    assert "query parameter 'sha256'" in _error(malformed, 422, "invalid_input")["message"]
     unknown = reader.get(
         "/api/v1/gate", params={"model": "rules/ALPHA", "target": "cpu", "sha256": good}
     )

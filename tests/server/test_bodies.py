@@ -112,7 +112,8 @@ def test_smaller_doors(served: Served, client_of: Clients) -> None:
     spec = reader.get("/api/v1/openapi.json").json()
     show = spec["paths"]["/api/v1/records/{record_id}"]["get"]
     (param,) = [p for p in show["parameters"] if p["name"] == "record_id"]
-    assert param["schema"]["pattern"] == "^(r_)?[0-9a-f]{4,64}$"
+    assert param["schema"]["pattern"] == "^(r_[0-9a-f]{4,30}|[0-9a-f]{4,32})$"
+    assert param["schema"]["maxLength"] == 32
     listing = spec["paths"]["/api/v1/records"]["get"]
     (state,) = [p for p in listing["parameters"] if p["name"] == "state"]
     assert "held" in json.dumps(state["schema"])
