@@ -93,13 +93,13 @@ get_target  # modelreg/targets.py:822
 # textsafe.py: the HTML form of the cleaning (tests; templates escape too)
 for_html  # modelreg/textsafe.py:113
 # llama_cpp context params set by attribute
-_.n_ubatch  # modelreg/validators/llama_child.py:314
-_.n_seq_max  # modelreg/validators/llama_child.py:315
-_.kv_unified  # modelreg/validators/llama_child.py:316
+_.n_ubatch  # modelreg/validators/llama_batched.py:187
+_.n_seq_max  # modelreg/validators/llama_batched.py:188
+_.kv_unified  # modelreg/validators/llama_batched.py:189
 # llama_cpp context params set by attribute
-_.n_ubatch  # modelreg/validators/llama_child.py:543
-_.n_seq_max  # modelreg/validators/llama_child.py:544
-_.kv_unified  # modelreg/validators/llama_child.py:545
+_.n_ubatch  # modelreg/validators/llama_traffic.py:53
+_.n_seq_max  # modelreg/validators/llama_traffic.py:54
+_.kv_unified  # modelreg/validators/llama_traffic.py:55
 # a file identity's fields, compared as a whole
 mtime_ns  # modelreg/validators/staging.py:44
 ctime_ns  # modelreg/validators/staging.py:45

@@ -30,23 +30,17 @@ implausible figures are ``implausible_figures`` (always blocking).
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
 import os
-import re
-import statistics
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 from modelreg import host, units
 from modelreg.clock import utcnow
 from modelreg.costs import describe_cost, run_cost
 from modelreg.deployed_unit import deployed_unit, serves_own_runtime
 from modelreg.schemas.suite import (
-    Case,
     Classification,
     FinishReason,
     Generation,
@@ -56,39 +50,39 @@ from modelreg.schemas.suite import (
 )
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators.base import CheckContext, finish
-from modelreg.validators.exercised import ReportedRuntime, unconfirmed, versions_of
-from modelreg.validators.identity import (
-    IdentityVerdict,
-    ServedModel,
-    as_remote,
-    bind_identity,
-    bind_process,
-    first_strings,
-    model_ids,
-    on_this_host,
-    required_files,
+from modelreg.validators.endpoint_facts import (
+    Finding,
+    build_findings,
+    kept_props,
+    not_exercised,
+    reported_runtime,
+    served_identity,
+    started_context,
 )
+from modelreg.validators.endpoint_requests import ask_suite, latency_traffic, served_context_probe
+from modelreg.validators.identity import IdentityVerdict, ServedModel, first_strings, model_ids
 from modelreg.validators.judge import evaluate_suite
 from modelreg.validators.launch import (
     LaunchedRuntime,
-    check_build_flags,
-    cmake_cache_flags,
     fill_placeholders,
     forbidden_in,
     free_port,
     runtime_facts,
 )
-from modelreg.validators.llama_runtime import declared_or_host_flags, probe_deadline
-from modelreg.validators.neuron_host import neuron_host_problem
-from modelreg.validators.neuron_host import this_host as neuron_this_host
+from modelreg.validators.loopback import host_port, is_loopback
 from modelreg.validators.openai_client import (
     Answer,
-    EndpointRejected,
     EndpointTimeout,
     EndpointUnavailable,
     OpenAIClient,
 )
-from modelreg.validators.resources import percentile, with_traffic
+from modelreg.validators.plausible import (
+    decode_ceiling,
+    implausible_figures,
+    stream_figures,
+    weight_bytes,
+)
+from modelreg.validators.resources import with_traffic
 from modelreg.validators.smoke import (
     GOLDEN_SUITE_NAME,
     describe_result,
@@ -97,39 +91,7 @@ from modelreg.validators.smoke import (
     smoke_suite,
 )
 
-# /props fields worth keeping (the chat template is kept as its digest).
-PROPS_KEPT = ("model_path", "model_alias", "model_name", "build_info", "total_slots", "n_ctx")
-# Greedy decoding as the bundled check does it: temperature 0 and, for the llama.cpp family
-# (llama-server, ik_llama.cpp, llama-cpp-python — whose server defaults to a 1.1 repetition
-# penalty), no repetition penalty. A server that refuses the extension is asked again without.
-GREEDY = {"temperature": 0}
-LLAMA_CPP_GREEDY = {"repeat_penalty": 1.0}
 FINISH_REASONS = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH}
-
-# Decode tokens/s no runtime reaches on a target's hardware; a figure above it is not believed.
-# Decoding one stream reads every weight once per token, so tokens/s is at most memory
-# bandwidth / weight bytes. The bandwidths are above the fastest hardware of each kind:
-# - cpu: 1.25 TB/s. A dual-socket server with 12 channels of DDR5-6400 per socket peaks at
-#   2 x 12 x 51.2 GB/s = 1.23 TB/s; a desktop has about 0.1 TB/s.
-# - neuron: 50 TB/s. trn2.48xlarge: 16 Trainium2 chips x 2.9 TB/s = 46 TB/s (inf2.48xlarge:
-#   12 Inferentia2 chips x 0.82 TB/s = 9.8 TB/s).
-# DECODE_HEADROOM: speculative decoding (several tokens accepted per pass), a mixture of experts
-# (only the active experts are read: Qwen3-30B-A3B reads a tenth of its weights per token) and
-# weights held in cache each let a runtime beat one full read per token; 16x covers them.
-# DECODE_TOKENS_PER_S_MAX: whatever the size, a stream cannot go faster than one forward pass
-# per token, every layer in turn. On a cpu host 5,000 tok/s is 0.2 ms per pass: about 100x
-# what llama.cpp does with the 135M SmolLM2 of the tests on one core of the test machine
-# (45 tok/s), the smallest model this registry has seen; neuron gets 4x that. The fake server
-# of issue 22 streamed its canned "Paris" at 33,333 tok/s.
-MEMORY_BANDWIDTH_MAX = {"cpu": 1.25e12, "neuron": 50e12}
-# The served-context probe of a launched runtime leaves this many tokens of the context for
-# the template and the one new token (its time bound is the bundled probe's: probe_deadline).
-PROBE_MARGIN_TOKENS = 16
-# CMake options only ik_llama.cpp's build has (ggml/CMakeLists.txt: GGML_IQK_MUL_MAT,
-# GGML_IQK_FLASH_ATTENTION, …).
-IK_LLAMA_CMAKE_OPTIONS = ("GGML_IQK_",)
-DECODE_HEADROOM = 16
-DECODE_TOKENS_PER_S_MAX = {"cpu": 5_000.0, "neuron": 20_000.0}
 
 
 @dataclass(frozen=True)
@@ -137,48 +99,6 @@ class _Verdict:
     outcome: Outcome
     summary: str
     classification: str | None = None
-
-
-@dataclass
-class _Finding:
-    """One reason the check did not pass, in the order of how much it says."""
-
-    rank: int
-    classification: str
-    message: str
-
-
-def _loopback(url: str) -> bool:
-    """Does ``url`` reach a server on this host? By what the host resolves to, not how it is
-    spelt: ``localhost.``, ``127.1``, ``0.0.0.0``, ``[::ffff:127.0.0.1]`` and this machine's
-    own name or addresses all do — so a server there is judged by /proc, never by its word."""
-    import socket
-
-    hostname = (urlsplit(url).hostname or "").rstrip(".")
-    if hostname in ("localhost", socket.gethostname()):
-        return True
-    try:
-        infos = socket.getaddrinfo(hostname, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return False
-    local = _local_addresses()
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        mapped = getattr(address, "ipv4_mapped", None)
-        for candidate in (address, mapped) if mapped is not None else (address,):
-            if candidate.is_loopback or candidate.is_unspecified or str(candidate) in local:
-                return True
-    return False
-
-
-def _local_addresses() -> set[str]:
-    """The addresses of this host's interfaces (best effort, from its own name)."""
-    import socket
-
-    try:
-        return {str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None)}
-    except OSError:
-        return set()
 
 
 def model_argument(ctx: CheckContext) -> str:
@@ -199,7 +119,7 @@ class _EndpointRun:
     started: datetime
     evidence: dict[str, Any]
     deadline: float
-    findings: list[_Finding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     identity: IdentityVerdict | None = None
     runtime: LaunchedRuntime | None = None  # the launched runtime, when there is one
     traffic: dict[str, Any] | None = None  # the suite's latency plan, as the server answered
@@ -229,9 +149,9 @@ class _EndpointRun:
                 )
         self.evidence["mode"] = "endpoint"
         self.evidence["endpoint"] = base_url
-        client = OpenAIClient(base_url, token, self.deadline, trust_env=not _loopback(base_url))
+        client = OpenAIClient(base_url, token, self.deadline, trust_env=not is_loopback(base_url))
         try:
-            return self.exchange(client, _host_port(base_url), resources=Resources())
+            return self.exchange(client, host_port(base_url), resources=Resources())
         except EndpointUnavailable as exc:
             return _Verdict(Outcome.UNAVAILABLE, f"not run: {exc}")
         except EndpointTimeout as exc:
@@ -331,52 +251,6 @@ class _EndpointRun:
             return self._crashed(runtime, "while it was being asked")
         return verdict
 
-    def _build_findings(self, facts: dict[str, Any]) -> None:
-        """The launched build against the target: required build flags, and the CPU features
-        it was compiled for against the target's CPU flags."""
-        from modelreg.validators.cpu_features import missing_flags
-
-        target = self.ctx.target
-        observed = dict(facts.get("build_features") or {})
-        cmake, cache_path = cmake_cache_flags(target.launch[0]) if target.launch else ({}, None)
-        if cache_path is not None:
-            facts["cmake_cache"] = cache_path
-            facts["cmake_flags"] = {
-                k: v for k, v in cmake.items() if k.startswith(("GGML_", "LLAMA_", "CMAKE_BUILD"))
-            }
-        observed |= cmake
-        if target.required_build_flags:
-            results = check_build_flags(target.required_build_flags, observed)
-            facts["required_build_flags"] = {r.required: r.message for r in results}
-            for r in results:
-                if r.status == "mismatch":
-                    self.findings.append(_Finding(1, "build_flag_mismatch", r.message))
-                elif r.status == "unconfirmed":
-                    self.findings.append(
-                        _Finding(
-                            6,
-                            "build_flag_unconfirmed",
-                            f"{r.message} (looked at its startup log"
-                            + (f" and {cache_path}" if cache_path else ", no CMakeCache.txt")
-                            + ")",
-                        )
-                    )
-        features = [
-            name for name, value in (facts.get("build_features") or {}).items() if value == "1"
-        ]
-        flags = declared_or_host_flags(target)
-        if features and flags is not None:
-            missing = missing_flags(features, flags)
-            if missing:
-                self.findings.append(
-                    _Finding(
-                        2,
-                        "incompatible",
-                        f"the runtime was built for {', '.join(missing)}, which "
-                        f"{target.name} lacks",
-                    )
-                )
-
     # -- what both share ------------------------------------------------------------------
 
     def exchange(
@@ -392,18 +266,7 @@ class _EndpointRun:
         served = ServedModel(model_ids=ids, sizes=sizes, n_params=params)
         server: dict[str, Any] = {"models_status": status, "served_models": ids}
         if props_status == 200 and isinstance(props, dict):
-            kept = {k: props[k] for k in PROPS_KEPT if isinstance(props.get(k), str | int)}
-            # llama-server reports its context per slot under default_generation_settings.
-            settings = props.get("default_generation_settings")
-            if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
-                kept["n_ctx"] = settings["n_ctx"]
-            template = props.get("chat_template")
-            if isinstance(template, str) and template:
-                digest = hashlib.sha256(template.encode()).hexdigest()
-                kept["chat_template_sha256"] = digest
-                kept["chat_template_is_the_records"] = (
-                    digest == self.ctx.record.manifest.architecture.chat_template_sha256
-                )
+            kept = kept_props(props, self.ctx.record.manifest.architecture.chat_template_sha256)
             server["props"] = kept
             if isinstance(kept.get("model_path"), str):
                 served.model_path = str(kept["model_path"])
@@ -412,24 +275,31 @@ class _EndpointRun:
             facts = self.evidence.setdefault("runtime", {})
             if isinstance(server.get("props", {}).get("build_info"), str):
                 facts.setdefault("build", server["props"]["build_info"])
-            self._build_findings(facts)
+            self.findings += build_findings(self.ctx.target, facts)
 
-        self._started_context(server.get("props") or {})
-        answers = self._ask(client, ids[0] if ids else None)
+        context = started_context(self.ctx, server.get("props") or {})
+        if context is not None:
+            self.findings.append(context)
+        model_id = ids[0] if ids else None
+        answers = ask_suite(
+            self.ctx, self.suite, client, model_id, self.evidence, EndpointSmoke.name
+        )
         if self.suite.latency is not None:
-            self.traffic = self._traffic(client, ids[0] if ids else None)
+            self.traffic = latency_traffic(self.ctx, self.suite, client, model_id, self.deadline)
         if self.runtime is not None and self.ctx.target.serving is not None:
-            self._served_context_probe(ids[0] if ids else None)
+            self.evidence["served_context_probe"] = served_context_probe(
+                self.ctx, self.runtime, model_id, self.deadline, reported_runtime(self.evidence)
+            )
         served.answered_as = first_strings(a.model for _, a in answers)
-        identity = self._identity(served, on_host)
+        identity = served_identity(self.ctx, served, on_host, self.runtime)
         self.identity = identity
         self.evidence["identity"] = {"status": identity.status, "message": identity.message}
         self.evidence["identity"] |= identity.evidence
         if identity.status == "mismatch":
-            self.findings.append(_Finding(0, "identity_mismatch", identity.message))
+            self.findings.append(Finding(0, "identity_mismatch", identity.message))
         elif identity.status == "unconfirmed" and self.ctx.target.require_identity:
             self.findings.append(
-                _Finding(
+                Finding(
                     5,
                     "identity_unconfirmed",
                     identity.message + f" (target {self.ctx.target.name} requires identity; set "
@@ -437,197 +307,6 @@ class _EndpointRun:
                 )
             )
         return self._judge(answers, resources)
-
-    def _started_context(self, props: dict[str, Any]) -> None:
-        """A server that reports its context (llama-server's ``/props`` ``n_ctx``) must hold
-        what the target serves: a runtime started with less truncates or refuses."""
-        serving = self.ctx.target.serving
-        reported = props.get("n_ctx")
-        if serving is None or not isinstance(reported, int) or reported <= 0:
-            return
-        wanted = serving.per_sequence(self.ctx.record.manifest.architecture.context_length)
-        if wanted and reported < wanted:
-            self.findings.append(
-                _Finding(
-                    2,
-                    "does_not_fit",
-                    f"the server was started with a {reported}-token context, below the {wanted} "
-                    f"tokens target {self.ctx.target.name} serves",
-                )
-            )
-
-    def _served_context_probe(self, model_id: str | None) -> None:
-        """Fill the launched runtime's cache to the served context: one long prompt, one new
-        token, within ``probe_deadline`` (and half the time left); the runtime's peak RSS
-        and prompt tokens/s afterwards are the measurement host-compat judges by."""
-        assert self.runtime is not None and self.ctx.target.serving is not None
-        tokens = self.ctx.target.serving.per_sequence(
-            self.ctx.record.manifest.architecture.context_length
-        )
-        probe: dict[str, Any] = {"status": "not_run", "tokens_requested": tokens}
-        self.evidence["served_context_probe"] = probe
-        if not tokens:
-            probe["reason"] = "the served context is the trained one, which is not declared"
-            return
-        if unconfirmed(self.ctx.target.runtime, self._reported_runtime()):
-            probe["reason"] = "the declared runtime is not the one launched: nothing to measure"
-            return
-        bound = min(probe_deadline(self.ctx), max(0.0, self.deadline - time.monotonic()) / 2)
-        probe["deadline_s"] = round(bound, 1)
-        # " the" is one token in the tokenizers this runtime family serves; a margin for the
-        # template's and the answer's tokens keeps it inside the context.
-        words = max(1, tokens - PROBE_MARGIN_TOKENS)
-        body: dict[str, Any] = {"prompt": "the" + " the" * (words - 1), "max_tokens": 1}
-        body |= GREEDY | {"stream": False}  # one answer carrying usage: the token count
-        if model_id is not None:
-            body["model"] = model_id
-        client = OpenAIClient(
-            self.runtime.base_url, None, time.monotonic() + bound, trust_env=False
-        )
-        try:
-            answer = client.generate("/v1/completions", body, chat=False)
-        except EndpointTimeout:
-            probe |= {"status": "timeout", "reason": f"no answer within {bound:.0f} s"}
-            return
-        except EndpointUnavailable as exc:
-            probe |= {"status": "error", "reason": str(exc)[:300]}
-            return
-        finally:
-            client.close()
-        timings = answer.server_timings or {}
-        evaluated = answer.prompt_tokens or _int_or_none(timings.get("prompt_n"))
-        # The server's own prompt timing, else the request's wall time (prompt + one token).
-        prompt_ms = _float_or_none(timings.get("prompt_ms")) or answer.ttft_ms or answer.wall_ms
-        peaks = [p.peak_rss_bytes for p in self.runtime.processes() if p.peak_rss_bytes]
-        if evaluated is None:
-            # Words are not tokens, and a server may truncate: only its count is a measurement.
-            probe |= {
-                "status": "error",
-                "reason": "the server did not report how many prompt tokens it evaluated",
-            }
-            return
-        probe |= {
-            "status": "ok",
-            "tokens_evaluated": evaluated,
-            "prompt_ms": prompt_ms,
-            "prompt_tokens_per_s": round(evaluated / (prompt_ms / 1000), 1) if prompt_ms else None,
-            "resources": {"peak_rss_bytes": sum(peaks) if peaks else None},
-        }
-
-    def _identity(self, served: ServedModel, on_host: tuple[str, int] | None) -> IdentityVerdict:
-        """A remote server by its own report; one on this host by /proc (for a launch: only a
-        process of the runtime verify started counts)."""
-        record, files = self.ctx.record, self.ctx.files
-        claimed = bind_identity(record, files, served, remote=on_host is None)
-        if on_host is None:
-            return as_remote(claimed)
-        launched = None
-        if self.runtime is not None:
-            launched = {p.pid for p in self.runtime.processes()}
-        return on_this_host(claimed, bind_process(record, files, *on_host, launched=launched))
-
-    def _ask(self, client: OpenAIClient, model_id: str | None) -> list[tuple[str, Answer]]:
-        has_template = self.ctx.record.manifest.architecture.chat_template_sha256 is not None
-        extensions: dict[str, Any] = dict(LLAMA_CPP_GREEDY)
-        sampling = self.evidence.setdefault("sampling", GREEDY | {"seed": self.ctx.options.seed})
-        sampling |= extensions
-        answers = []
-        cases = self.suite.cases
-        for k, case in enumerate(cases, 1):
-            path, body, chat = self._case_request(case, model_id, has_template)
-            try:
-                answer = client.generate(path, body | extensions, chat)
-            except EndpointRejected as exc:
-                if not extensions:
-                    raise
-                sampling["extensions_refused"] = str(exc)
-                for key in extensions:
-                    sampling.pop(key, None)
-                extensions = {}
-                answer = client.generate(path, body, chat)
-            answers.append((case.id, answer))
-            self.ctx.progress.case_answered(EndpointSmoke.name, k, len(cases), case.id)
-        return answers
-
-    def _case_request(
-        self, case: Case, model_id: str | None, has_template: bool
-    ) -> tuple[str, dict[str, Any], bool]:
-        """(path, body, chat) of the streamed greedy request that asks ``case``."""
-        chat = has_template if case.chat is None else case.chat
-        body: dict[str, Any] = {
-            "max_tokens": case.max_tokens,
-            **GREEDY,
-            "seed": self.ctx.options.seed,
-            "stream": True,
-        }
-        if model_id is not None:
-            body["model"] = model_id
-        asked = case.prompt_for(self.ctx.record.manifest.architecture.context_length)
-        if chat:
-            body["messages"] = [{"role": "user", "content": asked}]
-            return "/v1/chat/completions", body, True
-        body["prompt"] = asked
-        return "/v1/completions", body, False
-
-    def _traffic(self, client: OpenAIClient, model_id: str | None) -> dict[str, Any]:
-        """The suite's latency plan against the server: ``warmup`` requests, then each case
-        ``repeat`` times, ``concurrency`` clients each sending its next request when its last
-        one ended (a closed loop), every request streamed on its own connection."""
-        import threading
-        from concurrent.futures import ThreadPoolExecutor
-
-        plan = self.suite.latency
-        assert plan is not None
-        serving = self.ctx.target.serving
-        server = f"; the target serves {serving.parallel} in parallel" if serving else ""
-        result: dict[str, Any] = {
-            "batching": f"{plan.concurrency} concurrent streamed HTTP requests (a closed loop "
-            f"of {plan.concurrency} clients); how the server batches them is its own{server}"
-        }
-        has_template = self.ctx.record.manifest.architecture.chat_template_sha256 is not None
-        cases = [c for c in self.suite.cases if not plan.cases or c.id in plan.cases]
-        if not cases:
-            return result | {"status": "not_run", "message": "no case to ask"}
-        local = threading.local()
-        clients: list[OpenAIClient] = []
-
-        def ask(case: Case) -> dict[str, Any]:
-            if not hasattr(local, "client"):
-                local.client = OpenAIClient(
-                    client.base_url, client.token, self.deadline, trust_env=client.trust_env
-                )
-                clients.append(local.client)
-            path, body, chat = self._case_request(case, model_id, has_template)
-            answer = local.client.generate(path, body, chat)
-            tokens = answer.completion_tokens or 0
-            return {
-                "id": case.id,
-                "completion_tokens": tokens,
-                "finish_reason": answer.finish_reason,
-                "ttft_ms": answer.ttft_ms,
-                "decode_tokens": max(0, tokens - 1),
-                "decode_ms": answer.decode_ms,
-            }
-
-        warm = [cases[i % len(cases)] for i in range(plan.warmup)]
-        measured = [case for _ in range(plan.repeat) for case in cases]
-        try:
-            with ThreadPoolExecutor(plan.concurrency, "traffic") as pool:
-                list(pool.map(ask, warm))
-                started = time.perf_counter()
-                requests = list(pool.map(ask, measured))
-                wall_ms = round((time.perf_counter() - started) * 1000, 2)
-        except (EndpointUnavailable, EndpointTimeout) as exc:
-            return result | {"status": "error", "message": str(exc)[:500]}
-        finally:
-            for opened in clients:
-                opened.close()
-        return result | {
-            "status": "ok",
-            "requests": requests,
-            "wall_ms": wall_ms,
-            "max_in_flight": min(plan.concurrency, len(measured)),
-        }
 
     def _judge(self, answers: list[tuple[str, Answer]], resources: Resources) -> _Verdict:
         suite = self.suite
@@ -671,7 +350,7 @@ class _EndpointRun:
                 }
                 | ({"server_timings": answer.server_timings} if answer.server_timings else {})
             )
-        figures = _speed(answers)
+        figures = stream_figures(answers)
         resources = resources.model_copy(update=figures)
         if suite.latency is not None:
             resources = with_traffic(resources, self.traffic, suite.latency)
@@ -696,30 +375,24 @@ class _EndpointRun:
             self.evidence["cost"] = cost
         self.evidence["suite_result"] = result.model_dump(mode="json")
         if not result.passed:
-            self.findings.append(_Finding(3, *self._suite_failure(result)))
+            self.findings.append(Finding(3, *self._suite_failure(result)))
         return self._verdict(result, kept, resources)
 
     def _plausibility(self, resources: Resources) -> None:
-        """Flag figures no runtime on the target's hardware reaches (see DECODE_HEADROOM)."""
+        """Flag figures no runtime on the target's hardware reaches (``decode_ceiling``)."""
         kind = self.ctx.target.kind
         weights = weight_bytes(self.ctx)
-        ceiling = decode_ceiling(kind, weights)
         self.evidence["plausible_max"] = {
-            "decode_tokens_per_s": ceiling,
+            "decode_tokens_per_s": decode_ceiling(kind, weights),
             "target_kind": kind,
             "weight_bytes": weights,
         }
-        measured = resources.decode_tokens_per_s
-        if measured is None or measured <= ceiling:
+        flagged = implausible_figures(kind, weights, resources)
+        if not flagged:
             return
-        size = f" for {weights / 1e6:.0f} MB of weights" if weights else ""
-        flagged = [
-            f"decode {units.rate(measured)}, above the {units.rate(ceiling)} no {kind} host "
-            f"reaches{size}"
-        ]
         self.evidence["implausible"] = flagged
         self.findings.append(
-            _Finding(
+            Finding(
                 4,
                 "implausible_figures",
                 f"implausible: [{'; '.join(flagged)}] (a canned answer, not a model: the run is "
@@ -736,81 +409,6 @@ class _EndpointRun:
             )
         return failure_class(result), describe_result(result) + " — " + "; ".join(result.reasons)
 
-    def _reported_runtime(self) -> ReportedRuntime:
-        """What the runtime that answered said about itself: its startup log's build and
-        system info (a launch), ``/props`` ``build_info``, and its build's CMake cache."""
-        facts = self.evidence.get("runtime") or {}
-        props = (self.evidence.get("server") or {}).get("props") or {}
-        # (Not its system info: a feature list names no runtime, and "AVX2 = 0" confirms
-        # nothing about a declaration.)
-        texts = [str(v) for v in (facts.get("build"), props.get("build_info")) if v]
-        # ik_llama.cpp's build tree has CMake options mainline's has not: the configuration
-        # of the binary started names the fork (its path, the target's own words, does not).
-        cmake = facts.get("cmake_flags") or {}
-        if any(name.startswith(IK_LLAMA_CMAKE_OPTIONS) for name in cmake):
-            texts.append("ik_llama.cpp (its CMake cache has GGML_IQK_* options)")
-        build = facts.get("build") if isinstance(facts.get("build"), str) else None
-        if build is not None and not build.isdigit():
-            match = re.match(r"b?(\d+)", build)
-            build = match.group(1) if match else None
-        return ReportedRuntime(
-            build=build,
-            commit=facts.get("commit") if isinstance(facts.get("commit"), str) else None,
-            versions=versions_of([facts.get("version"), props.get("build_info")]),
-            texts=tuple(texts),
-        )
-
-    def _serving_pids(self) -> list[int]:
-        """The processes that served this run: the launched runtime's, else the loopback
-        endpoint's listener found in /proc."""
-        if self.runtime is not None:
-            return [p.pid for p in self.runtime.processes()]
-        found = ((self.evidence.get("identity") or {}).get("process") or {}).get("processes")
-        return [
-            p["pid"] for p in found or [] if isinstance(p, dict) and isinstance(p.get("pid"), int)
-        ]
-
-    def _not_exercised(self) -> list[tuple[str, str]]:
-        """Why this run, whatever it answered, cannot decide the target: a declared runtime
-        the runtime that answered did not confirm, or a Neuron target asked from a host that
-        is not a Neuron host."""
-        target = self.ctx.target
-        pending = []
-        reported = self._reported_runtime()
-        self.evidence["exercised_runtime"] = reported.describe()
-        missing = unconfirmed(target.runtime, reported)
-        if missing:
-            pending.append(
-                (
-                    "runtime_not_exercised",
-                    f"declared {'; '.join(missing)}, and the runtime that answered reported "
-                    f"{reported.describe()}: the declared runtime was not shown to be the one "
-                    "exercised",
-                )
-            )
-        if target.kind == "neuron":
-            remote = self.runtime is None and not (target.endpoint and _loopback(target.endpoint))
-            found = neuron_this_host()
-            self.evidence["neuron_host"] = found.evidence()
-            problem: str | None
-            if remote:
-                problem = (
-                    f"{target.endpoint} was asked from {host.hostname()}: an answer over HTTP "
-                    "says nothing about the hardware behind it — verify on the Neuron host "
-                    "itself (its endpoint on 127.0.0.1, or launch)"
-                )
-            else:
-                problem = neuron_host_problem(target.neuron_cores, found, self._serving_pids())
-            if problem:
-                pending.append(
-                    (
-                        "not_a_neuron_host",
-                        f"a pass on Neuron target {target.name} needs a run "
-                        f"on a Neuron host: {problem}",
-                    )
-                )
-        return pending
-
     def _verdict(
         self, result: SuiteResult, generations: list[dict[str, Any]], resources: Resources
     ) -> _Verdict:
@@ -822,7 +420,7 @@ class _EndpointRun:
         costs = describe_cost(self.evidence.get("cost"))
         if costs:
             speed.append(costs)
-        pending = self._not_exercised()
+        pending = not_exercised(self.ctx.target, self.runtime, self.evidence)
         if self.findings:
             ordered = sorted(self.findings, key=lambda f: f.rank)
             # What could not be judged is said too: a fix for the failure would not pass.
@@ -847,73 +445,6 @@ class _EndpointRun:
         return _Verdict(
             Outcome.PASS, f"{answered}; {identity}" + (f"; {', '.join(speed)}" if speed else "")
         )
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _float_or_none(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return None
-
-
-def _host_port(url: str) -> tuple[str, int] | None:
-    """(host, port) of a loopback URL, None for any other."""
-    if not _loopback(url):
-        return None
-    import socket
-
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    hostname = (parts.hostname or "").rstrip(".")
-    if hostname == "localhost":
-        return hostname, port  # /proc is searched for both of its addresses
-    try:  # the address the connection goes to, as /proc lists listeners by address
-        address = ipaddress.ip_address(
-            str(socket.getaddrinfo(hostname, port, proto=socket.IPPROTO_TCP)[0][4][0])
-        )
-    except (OSError, UnicodeError, ValueError, IndexError):
-        return hostname, port
-    mapped = getattr(address, "ipv4_mapped", None)
-    return str(mapped or address), port
-
-
-def weight_bytes(ctx: CheckContext) -> int | None:
-    """The bytes of the record's weights (None when a size is unknown)."""
-    sizes = [f.bytes for f in required_files(ctx.record)]
-    return sum(s for s in sizes if s is not None) if None not in sizes else None
-
-
-def decode_ceiling(kind: str, weights: int | None) -> float:
-    """The decode tokens/s above which one stream's figure is not believed on a ``kind``
-    target serving ``weights`` bytes (see DECODE_HEADROOM)."""
-    ceiling = DECODE_TOKENS_PER_S_MAX.get(kind, max(DECODE_TOKENS_PER_S_MAX.values()))
-    bandwidth = MEMORY_BANDWIDTH_MAX.get(kind)
-    if weights and bandwidth:
-        ceiling = min(ceiling, bandwidth * DECODE_HEADROOM / weights)
-    return round(ceiling, 1)
-
-
-def _speed(answers: list[tuple[str, Answer]]) -> dict[str, Any]:
-    """Run-level figures measured on the stream: TTFT, decode tokens/s (tokens after the
-    first over the time from the first to the last)."""
-    ttfts = [a.ttft_ms for _, a in answers if a.ttft_ms is not None]
-    tokens = sum(
-        (a.completion_tokens or 0) - 1
-        for _, a in answers
-        if a.decode_ms and (a.completion_tokens or 0) > 1
-    )
-    ms = sum(
-        a.decode_ms or 0.0 for _, a in answers if a.decode_ms and (a.completion_tokens or 0) > 1
-    )
-    return {
-        "ttft_ms_max": max(ttfts) if ttfts else None,
-        "ttft_ms_median": round(statistics.median(ttfts), 2) if ttfts else None,
-        "ttft_ms_p95": percentile(ttfts, 95),
-        "decode_tokens_per_s": round(tokens / (ms / 1000), 2) if tokens > 0 and ms > 0 else None,
-    }
 
 
 class EndpointSmoke:

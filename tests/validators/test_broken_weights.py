@@ -27,7 +27,7 @@ N_CTX = 512
 # tokens of a small model are little work, and llama.cpp's threads spin-wait for each other.
 # 96 SmolLM2 tokens on a busy 2-core host: 7.2 s of CPU with two prompt threads, 1.35 s with one.
 THREADS = 1
-# As llama_child._greedy decodes: the argmax, no repetition penalty.
+# As llama_batched.greedy_settings decodes: the argmax, no repetition penalty.
 GREEDY: dict[str, Any] = {
     "max_tokens": MAX_TOKENS,
     "temperature": 0.0,

@@ -29,8 +29,8 @@ from modelreg.bundled import SMOLLM2_BASE
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.validators import procfs
-from modelreg.validators.endpoint import DECODE_TOKENS_PER_S_MAX, decode_ceiling
 from modelreg.validators.launch import free_port
+from modelreg.validators.plausible import DECODE_TOKENS_PER_S_MAX, decode_ceiling
 from tests.helpers import open_with_targets, write_gguf
 
 SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -454,7 +454,7 @@ def test_decode_ceiling_is_the_tighter_of_the_two_bounds() -> None:
 
 
 def test_every_spelling_of_this_host_is_judged_by_proc() -> None:
-    from modelreg.validators.endpoint import _loopback
+    from modelreg.validators.loopback import is_loopback
 
     for url in (
         "http://localhost.:8080",
@@ -463,5 +463,5 @@ def test_every_spelling_of_this_host_is_judged_by_proc() -> None:
         "http://127.1:8080",
         f"http://{__import__('socket').gethostname()}:8080",
     ):
-        assert _loopback(url), url
-    assert not _loopback("http://example.invalid:8080")
+        assert is_loopback(url), url
+    assert not is_loopback("http://example.invalid:8080")
