@@ -418,6 +418,16 @@ def _stale_code(change_keys: Iterable[str]) -> ReasonCode:
     return ReasonCode.STALE_RUNTIME
 
 
+def effective_state(state: RecordState, hold_reasons: Sequence[str]) -> RecordStateKind:
+    """What a record is, for every reader: retired when retired; held when it is held or any
+    hold applies (a fact its manifest does not know, an identity or recipe that does not match,
+    an unsafe file); else active. ``state`` is the stored one: what hold, release and retire
+    set."""
+    if state.state is RecordStateKind.ACTIVE and hold_reasons:
+        return RecordStateKind.HELD
+    return state.state
+
+
 def state_reason(record_id: str, state: RecordState) -> Reason | None:
     """Why a held or retired record is not deployable anywhere (None: it is active)."""
     if state.state is RecordStateKind.HELD:

@@ -104,7 +104,10 @@ class Browse(Core):
             states = reads.states(ids)
             if state is not None:
                 records = [
-                    r for r in records if states.get(r.id, rules.ACTIVE).state.value == state
+                    r
+                    for r in records
+                    if rules.effective_state(states.get(r.id, rules.ACTIVE), r.hold_reasons)
+                    == rules.RecordStateKind(state)
                 ]
             if format is not None:
                 records = [r for r in records if r.format == format]

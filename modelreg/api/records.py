@@ -263,7 +263,9 @@ class Records(Core):
         items = []
         for record in records:
             record_state = states.get(record.id, rules.ACTIVE)
-            if state is not None and record_state.state.value != state:
+            if state is not None and rules.effective_state(
+                record_state, record.hold_reasons
+            ) != RecordStateKind(state):
                 continue
             verdict = verdicts.get(record.id)
             if verdict is not None and not (verdict.deployable or _only_stale(verdict)):

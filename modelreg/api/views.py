@@ -101,6 +101,7 @@ def record_out(record: Record, files: Sequence[StoredFile], state: RecordState) 
         location=str(record.root),
         files=[FileOut(path=f.path, bytes=f.bytes, sha256=f.sha256) for f in files],
         state=_state_out(state),
+        effective_state=rules.effective_state(state, record.hold_reasons).value,
         hold_reasons=list(record.hold_reasons),
         created_at=record.created_at,
         created_by=record.created_by,

@@ -329,9 +329,8 @@ def unit_text(unit: dict[str, str]) -> str:
 
 
 def state_text(record: RecordOut) -> str:
-    if record.state.state == "active":
-        if not record.hold_reasons:
-            return "active"
+    """The record's effective state, with why it is held when only its own facts hold it."""
+    if record.state.state == "active" and record.effective_state == "held":
         from modelreg.reasons import ReasonCode, hold_code
 
         codes = dict.fromkeys(hold_code(r) for r in record.hold_reasons)
@@ -340,7 +339,7 @@ def state_text(record: RecordOut) -> str:
             for c in codes
         ]
         return f"held ({', '.join(why)})"
-    return record.state.state
+    return record.effective_state
 
 
 @app.command()
@@ -437,7 +436,10 @@ def list_records(
     ] = None,
     state: Annotated[
         str | None,
-        typer.Option("--state", help="Only records in this state: active, held, retired."),
+        typer.Option(
+            "--state",
+            help="Only records in this state: active, held (held, or a hold applies), retired.",
+        ),
     ] = None,
     json_out: JsonOption = False,
 ) -> int:

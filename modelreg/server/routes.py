@@ -116,7 +116,7 @@ errors |= {
 RecordId = RecordPath
 State = Annotated[
     Literal["active", "held", "retired"] | None,
-    Query(description="Only records in this state."),
+    Query(description="Only records in this state (held: held, or a hold applies)."),
 ]
 
 

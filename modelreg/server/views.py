@@ -297,7 +297,7 @@ def sorted_records(items: list[BrowseItem], key: str, descending: bool) -> list[
 
     def value(item: BrowseItem) -> Any:
         if key == "state":
-            return item.record.state.state
+            return item.record.effective_state
         if key == "bits":
             return item.bits_per_weight
         if key == "params":

@@ -387,6 +387,7 @@ def test_every_http_limit_is_in_the_openapi_document(tmp_path: Path) -> None:
         },
         ("POST /api/v1/records", "body record_id"): {"maxLength": 64},
         ("POST /api/v1/records", "body schema_version"): {},
+        ("POST /api/v1/records", "body next_steps"): {"maxItems": 20},
         ("POST /api/v1/records", "body manifest"): {},  # below: the manifest's own schema
         ("POST /api/v1/webhooks", "body url"): {"maxLength": 2000},
         ("POST /api/v1/webhooks", "body events"): {"maxItems": 20, "items": {"enum": list(EVENTS)}},

@@ -91,8 +91,18 @@ class RecordOut(_Out):
     license: str | None
     location: str = Field(description="Where the files were when the record was added.")
     files: list[FileOut]
-    state: StateOut
-    hold_reasons: list[str] = Field(description="Facts the manifest does not know.")
+    state: StateOut = Field(
+        description="The stored lifecycle state: what hold, release and retire set. Whether "
+        "the record is held is `effective_state`."
+    )
+    effective_state: Literal["active", "held", "retired"] = Field(
+        description="What the record is: retired when retired; held when it is held or any of "
+        "`hold_reasons` applies; else active."
+    )
+    hold_reasons: list[str] = Field(
+        description="Holds from the record's own facts: a fact the manifest does not know, an "
+        "identity or recipe that does not match, an unsafe file."
+    )
     created_at: datetime
     created_by: str
 
