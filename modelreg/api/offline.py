@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     # imported: `modelreg inspect` needs no database.
     from modelreg.manifests.build import BuiltArtifact
     from modelreg.record import Record
-    from modelreg.schemas.manifest import HostRun, Manifest
+    from modelreg.schemas.manifest import Manifest
+    from modelreg.schemas.neuron import HostRun
     from modelreg.targets import Target
 
 

@@ -185,7 +185,7 @@ def _host_run(
     job: str, peak: float | None, swap: float | None, seconds: float | None, source: str | None
 ) -> Any:
     from modelreg.errors import InvalidInput
-    from modelreg.schemas.manifest import HostRun
+    from modelreg.schemas.neuron import HostRun
 
     if peak is None and swap is None and seconds is None:
         return None

@@ -65,7 +65,6 @@ from modelreg.schemas.manifest import (
     FileEntry,
     GGUFFacts,
     GoldenPrompt,
-    HostRun,
     ImportanceMatrix,
     License,
     Manifest,
@@ -78,6 +77,7 @@ from modelreg.schemas.manifest import (
     parse_model_id,
     parse_source_pin,
 )
+from modelreg.schemas.neuron import HostRun
 
 
 @dataclass(frozen=True)

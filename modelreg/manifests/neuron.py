@@ -28,13 +28,8 @@ from pydantic import ValidationError
 from modelreg.errors import InvalidArtifact, InvalidInput
 from modelreg.manifests.hf import file_role
 from modelreg.manifests.hf_config import first_int, read_json_object, text_config
-from modelreg.schemas.manifest import (
-    FileRole,
-    HostEmbedding,
-    NeuronFacts,
-    ServeEntry,
-    first_error,
-)
+from modelreg.schemas.manifest import FileRole, first_error
+from modelreg.schemas.neuron import HostEmbedding, NeuronFacts, ServeEntry
 
 NEURON_CONFIG = "neuron_config.json"
 DEPLOY_MANIFEST = "modelreg-deploy.json"

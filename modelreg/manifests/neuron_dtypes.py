@@ -14,7 +14,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from modelreg.schemas.manifest import NeuronFacts
+from modelreg.schemas.neuron import NeuronFacts
 
 # Spellings seen in NxD Inference, optimum-neuron, torch and modelreg manifests -> one name.
 DTYPE_ALIASES: dict[str, str] = {

@@ -25,13 +25,9 @@ from typing import TYPE_CHECKING, Any
 from modelreg.errors import InvalidInput
 from modelreg.manifests.fit import KVEstimate, kv_cache_bytes
 from modelreg.manifests.neuron_dtypes import FLOAT_DTYPES, canonical_dtype, dtype_bytes
-from modelreg.schemas.manifest import (
-    PARAMETER_GROUPS,
-    ArchitectureFacts,
-    Manifest,
-    NeuronFacts,
-    NeuronModule,
-)
+from modelreg.schemas.manifest import ArchitectureFacts, Manifest
+from modelreg.schemas.neuron import NeuronFacts, NeuronModule
+from modelreg.schemas.sizes import PARAMETER_GROUPS
 
 if TYPE_CHECKING:
     from modelreg.targets import Target

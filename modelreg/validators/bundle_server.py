@@ -20,7 +20,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from modelreg.schemas.manifest import ServeEntry
+from modelreg.schemas.neuron import ServeEntry
 from modelreg.schemas.suite import Suite
 from modelreg.validators.child import ChildRun
 from modelreg.validators.launch import LaunchedRuntime, fill_placeholders, free_port

@@ -20,7 +20,8 @@ from modelreg.manifests.neuron_fit import (
     neuron_fit_for_target,
     recommended_verify_timeout,
 )
-from modelreg.schemas.manifest import Manifest, NeuronModule, load_manifest
+from modelreg.schemas.manifest import Manifest, load_manifest
+from modelreg.schemas.neuron import NeuronModule
 from modelreg.targets import Serving, Target, get_target
 from tests.conftest import REPO
 

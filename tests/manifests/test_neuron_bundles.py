@@ -358,7 +358,7 @@ def test_declared_active_above_declared_total_is_bad_input(tmp_path: Path) -> No
 
 
 def test_a_published_bundle_takes_declared_host_runs(tmp_path: Path) -> None:
-    from modelreg.schemas.manifest import HostRun
+    from modelreg.schemas.neuron import HostRun
 
     bundle = _published(tmp_path / "published")
     compile_run = HostRun(peak_rss_bytes=180 * 10**9, swap_bytes=100 * 10**9, source=SEED)
@@ -371,7 +371,7 @@ def test_a_published_bundle_takes_declared_host_runs(tmp_path: Path) -> None:
 
 
 def test_a_declared_host_run_may_not_contradict_the_bundle(tmp_path: Path) -> None:
-    from modelreg.schemas.manifest import HostRun
+    from modelreg.schemas.neuron import HostRun
 
     bundle = _slim_bundle(tmp_path / "bundle")  # states an 11 GB deploy peak
     with pytest.raises(InvalidInput, match="contradicts the bundle's own"):
@@ -379,7 +379,7 @@ def test_a_declared_host_run_may_not_contradict_the_bundle(tmp_path: Path) -> No
 
 
 def test_host_runs_on_a_gguf_are_bad_input(smollm2: Path) -> None:
-    from modelreg.schemas.manifest import HostRun
+    from modelreg.schemas.neuron import HostRun
 
     with pytest.raises(InvalidInput, match="not one"):
         build_manifest([smollm2], deploy_host=HostRun(peak_rss_bytes=1, source="me"))

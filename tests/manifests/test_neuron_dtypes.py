@@ -13,7 +13,7 @@ from modelreg.manifests.neuron_dtypes import (
     lookup,
     support_table,
 )
-from modelreg.schemas.manifest import NeuronFacts
+from modelreg.schemas.neuron import NeuronFacts
 
 
 def _facts(**overrides: Any) -> NeuronFacts:
