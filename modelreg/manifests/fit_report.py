@@ -323,7 +323,7 @@ def compile_host_report(
 ) -> FitOutput:
     """Can ``target`` compile this Neuron bundle (its recorded compile peak host memory
     against the target's RAM less headroom plus declared swap)?"""
-    from modelreg.manifests.neuron_fit import compile_host_fit
+    from modelreg.manifests.neuron_host import compile_host_fit
 
     fit = compile_host_fit(manifest, target, headroom_fraction=headroom)
     return FitOutput(

@@ -14,12 +14,12 @@ from modelreg.errors import InvalidInput
 from modelreg.manifests.neuron_fit import (
     FitVerdict,
     NeuronFit,
-    compile_host_fit,
     kv_heads_per_rank,
     neuron_fit,
     neuron_fit_for_target,
     recommended_verify_timeout,
 )
+from modelreg.manifests.neuron_host import compile_host_fit
 from modelreg.schemas.manifest import Manifest, load_manifest
 from modelreg.schemas.neuron import NeuronModule
 from modelreg.targets import Serving, Target, get_target
