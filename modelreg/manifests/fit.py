@@ -357,7 +357,7 @@ def what_if_weights(manifest: Manifest, bits: float | None, quant: str | None) -
     if bits is not None and quant is not None:
         raise InvalidInput("give --bits or --quant, not both")
     if quant is not None:
-        from modelreg.manifests.build import base_bits_per_weight
+        from modelreg.manifests.gguf_facts import base_bits_per_weight
 
         bits = base_bits_per_weight(quant.strip().upper())
         if bits is None:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from modelreg.errors import InvalidArtifact, InvalidInput
-from modelreg.manifests.build import architecture_from_gguf, build_manifest
+from modelreg.manifests.build import build_manifest
 from modelreg.manifests.fit import kv_cache_bytes, memory_fit
 from modelreg.manifests.gguf import latent_attention_facts, read_gguf
+from modelreg.manifests.gguf_facts import architecture_from_gguf
 from modelreg.manifests.hf_config import architecture_from_config
 from modelreg.manifests.tensor_types import interleaved_cpu_requirements
 from modelreg.schemas.manifest import ArchitectureFacts
