@@ -11,7 +11,8 @@ import pytest
 from modelreg.errors import InvalidInput
 from modelreg.manifests.fit import kv_cache_bytes, memory_fit
 from modelreg.schemas.manifest import ArchitectureFacts
-from modelreg.targets import launch_serving, targets_in_file
+from modelreg.serving import launch_serving
+from modelreg.targets import targets_in_file
 from tests.conftest import REPO
 
 SERVER = "/opt/llama.cpp/build/bin/llama-server"

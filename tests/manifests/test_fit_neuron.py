@@ -22,7 +22,8 @@ from modelreg.manifests.neuron_fit import (
 from modelreg.manifests.neuron_host import compile_host_fit
 from modelreg.schemas.manifest import Manifest, load_manifest
 from modelreg.schemas.neuron import NeuronModule
-from modelreg.targets import Serving, Target, get_target
+from modelreg.serving import Serving
+from modelreg.targets import Target, get_target
 from tests.conftest import REPO
 
 BUNDLE = REPO / "manifests" / "gemma-4-26b-a4b-inf2-xlarge.json"

@@ -15,7 +15,8 @@ from modelreg.api import Registry
 from modelreg.bundled import SMOLLM2_BASE
 from modelreg.schemas.output import VerifyOutput
 from modelreg.schemas.verification import CheckResult, Outcome
-from modelreg.targets import Serving, Target
+from modelreg.serving import Serving
+from modelreg.targets import Target
 from modelreg.validators import llama_runtime
 from modelreg.validators.verify import MEMORY_BUDGET_SHARE, measured_memory
 from tests.helpers import open_with_targets
