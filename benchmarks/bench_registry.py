@@ -41,6 +41,7 @@ from modelreg.api import Registry
 from modelreg.fingerprint import runtime_fingerprint
 from modelreg.process import tune_collector
 from modelreg.registry.tables import (
+    LocationCheckRow,
     ModelRow,
     PromotionRow,
     RecordFileRow,
@@ -220,6 +221,21 @@ def _populate(registry: Registry, records_n: int = RECORDS, models: int = MODELS
                 }
             )
         c.execute(insert(RecordLocationRow), locations)
+        # Fetchable is a recorded fact (the newest check of a location verified it), never a
+        # probe by the reader: each copy checked once, as `locate --check` records it.
+        checks_of_copies = [
+            {
+                "record_id": loc["record_id"],
+                "url": loc["url"],
+                "ok": True,
+                "host": "bench",
+                "source": "check",
+                "at": now,
+                "actor": "bench",
+            }
+            for loc in locations
+        ]
+        c.execute(insert(LocationCheckRow), checks_of_copies)
 
 
 def _promotion(model: int, target: str, record_id: str, previous: str | None, at: datetime) -> Row:
@@ -314,7 +330,8 @@ def _bench(
     status_one = _median_ms_after_write(registry, written, status_model, 21)
     status_one_repeated = _median_ms_repeated(status_model, 21)
     rollback = _median_ms(lambda: registry.rollback_plan("bench/m0", "cpu"), 21)
-    assert registry.rollback_plan("bench/m0", "cpu").candidate is not None
+    plan = registry.rollback_plan("bench/m0", "cpu")
+    assert plan.candidate is not None, plan.model_dump_json(indent=1)[:3000]
     listing = _median_ms(lambda: registry.records("bench/m3", deployable_on="cpu"), 5)
     with registry.store.read() as reads:
         verified = reads.records("bench/m3", verified_on="cpu")
