@@ -183,6 +183,18 @@ def _architecture(manifest: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _approval_properties(show: ShowOutput) -> list[dict[str, str]]:
+    """Who answers for the record where it is production, and by when it must be re-tested
+    (promote --owner / --retest-by): CycloneDX has no field for either, so properties."""
+    props: list[dict[str, str]] = []
+    for p in show.production:
+        if p.owner:
+            props.append(_prop(f"production:{p.target}:owner", p.owner))
+        if p.retest_by:
+            props.append(_prop(f"production:{p.target}:retest_by", p.retest_by.isoformat()))
+    return props
+
+
 def _card_properties(manifest: dict[str, Any]) -> list[dict[str, str]]:
     props: list[dict[str, str]] = []
     for name, count in (manifest.get("parameters") or {}).items():
@@ -328,7 +340,7 @@ def record_component(show: ShowOutput, locations: LocationsOutput) -> dict[str, 
     limitations = sorted({lim for p in show.production for lim in p.limitations})
     if limitations:
         card["considerations"] = {"technicalLimitations": limitations}
-    card["properties"] = _card_properties(manifest)
+    card["properties"] = _card_properties(manifest) + _approval_properties(show)
     component["modelCard"] = card
     component["components"] = [
         {

@@ -376,9 +376,16 @@ def show(
     )
     for p in shown.production:
         out(
-            f"production on {p.target} since {p.at:%Y-%m-%d %H:%M} by {p.actor}"
+            f"production on {p.target} since {p.at:%Y-%m-%d %H:%M} UTC by {p.actor}"
             + (f" ({p.why})" if p.why else "")
         )
+        # The approval it was promoted with: who answers for it, until when, what it cannot do.
+        if p.owner:
+            out(f"  owner {p.owner}")
+        if p.retest_by:
+            out(f"  re-test by {p.retest_by.isoformat()}")
+        for text in p.limitations:
+            out(f"  known limitation: {text}")
     for verdict in shown.deployability:
         out(f"on {verdict.target:<12} {deployability_text(verdict)}")
     for target, unit in shown.units.items():

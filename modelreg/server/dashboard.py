@@ -392,23 +392,31 @@ class Lineage:
     model: str
     revision: str | None
     registered: bool
-    newest: str | None  # the base model's record: of its revision when one names it
+    newest: str | None  # the base's own record at the pinned revision; None: none recorded
 
 
 def _lineage(registry: Registry, base: tuple[str | None, str | None], own: str) -> Lineage | None:
-    """The base model, linked when this registry has records of it: the record whose source
-    names the base revision, else the base model's newest record (never ``own``)."""
+    """The base model, linked when this registry has records of it, and the record of the base
+    itself at the pinned revision when one is recorded: its source names that commit (or one
+    of its files has that sha256) and it is not itself derived from another model — never
+    another quantization of the same id, never a guess at another revision (never ``own``)."""
     model, revision = base
     if not model:
         return None
     if model not in registry.models():
         return Lineage(model, revision, False, None)
+    if not revision:
+        return Lineage(model, revision, True, None)
+    digest = revision.removeprefix("sha256:")
     # Newest first, not judged: a link needs no verdict.
-    listed = reversed(registry.records(model).records)
-    records = [i.record for i in listed if i.record.record_id != own]
-    pinned = [r for r in records if revision and revision in (r.source or "")]
-    pick = pinned[0] if pinned else records[0] if records else None
-    return Lineage(model, revision, True, pick.record_id if pick else None)
+    for item in reversed(registry.records(model).records):
+        r = item.record
+        at_revision = revision in (r.source or "") or any(f.sha256 == digest for f in r.files)
+        if r.record_id == own or not at_revision:
+            continue
+        if registry.get(r.record_id).manifest.base_model is None:
+            return Lineage(model, revision, True, r.record_id)
+    return Lineage(model, revision, True, None)
 
 
 def _base_model(registry: Registry, newest_first: list[Any]) -> tuple[str | None, str | None]:

@@ -282,3 +282,25 @@ def test_a_relaxed_gate_with_another_reason_is_refused_and_nothing_is_written(
         registry.promote(record, "cpu", why="accept", accept_relaxed_gate=True)
     assert "on hold: audit" in refused.value.message
     assert stored(registry).events(MODEL) == before
+
+
+def test_show_and_the_bom_carry_the_production_approval(cli: Any, tmp_path: Path) -> None:
+    """Issue 42 item 7: owner, re-test date and limitations in `show` and the ML-BOM too."""
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    registry = modelreg.open(db)
+    due = _days_from_now(9)
+    record = _promoted(registry, owner="kim", limitations=["English only"], retest_by=due)
+    code, out, err = cli("--db", db, "show", record)
+    assert code == 0, err
+    assert "  owner kim" in out and f"  re-test by {due.isoformat()}" in out
+    assert "  known limitation: English only" in out
+    document = registry.cyclonedx(record)
+    (component,) = [c for c in document["components"] if c.get("modelCard")]
+    card = component["modelCard"]
+    assert card["considerations"] == {"technicalLimitations": ["English only"]}
+    props = {p["name"]: p["value"] for p in card["properties"]}
+    assert props["modelreg:production:cpu:owner"] == "kim"
+    assert props["modelreg:production:cpu:retest_by"] == due.isoformat()
+    other = add_synthetic(registry, 2)
+    code, out, _ = cli("--db", db, "show", other)
+    assert "owner" not in out and "re-test" not in out
