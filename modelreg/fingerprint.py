@@ -353,6 +353,9 @@ def target_definition(target: Target) -> Fingerprint:
         definition["cost_per_hour_usd"] = f"{target.cost_per_hour_usd:g}"
     if target.power_watts is not None:
         definition["power_watts"] = f"{target.power_watts:g}"
+    if target.reference is not None:
+        # A reference named later requires a comparison the evidence before it did not make.
+        definition["reference"] = target.reference
     return {f"{TARGET_PREFIX}{k}": v for k, v in definition.items()}
 
 

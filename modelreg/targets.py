@@ -155,6 +155,9 @@ class Target:
     # What one of its hosts costs ($/hour) and draws (watts), as declared; None: not declared.
     cost_per_hour_usd: float | None = None
     power_watts: float | None = None
+    # The record every verify here is compared with (``reference-agreement``, required when
+    # named: a verify that compared none is ``unavailable``); None: none named.
+    reference: str | None = None
     # The stored definition's digest (``spec_digest``; None: built in).
     spec_sha256: str | None = None
     # ``for_host``: the definition this host's view was made from (None: this is one).
@@ -309,6 +312,8 @@ class _TargetSpec(BaseModel):
     # generated tokens at the rate they measured.
     cost_per_hour_usd: float | None = Field(default=None, gt=0, le=limits.MAX_COST_PER_HOUR_USD)
     power_watts: float | None = Field(default=None, gt=0, le=limits.MAX_POWER_WATTS)
+    # A record (its id) whose outputs every verify here must agree with (reference-agreement).
+    reference: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 BUILTIN_SUITES = ("default-chat",)
@@ -600,6 +605,7 @@ def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
         cost_per_hour_usd=spec.cost_per_hour_usd,
         license_policy=dict(spec.license_policy or {}),
         power_watts=spec.power_watts,
+        reference=spec.reference,
     )
 
 

@@ -404,7 +404,7 @@ class Verify(Core):
             )
             if plan.reference is not None:
                 results.append(reference_check(record, plan.reference, staged.files, plan))
-            elif (unmeasured := agreement_unmeasured(plan.suite)) is not None:
+            elif (unmeasured := agreement_unmeasured(plan.suite, target)) is not None:
                 results.append(unmeasured)
             results = bind_to_staging(results, staged.changes(), unrecorded)
         return self._record_results(record, target, results, plan, actor)

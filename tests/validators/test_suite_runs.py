@@ -203,3 +203,19 @@ def test_agreement_is_required_only_when_the_suite_names_a_reference(
     )
     assert report.exploratory and not report.passed
     assert not report.deployability.deployable
+    # A target may name the reference instead (``reference:`` in its definition): every
+    # verify there needs the comparison, whatever suite it runs.
+    from modelreg import host
+
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(
+        "targets:\n  ref-cpu:\n    kind: cpu\n"
+        f"    hosts: ['{host.hostname()}']\n    reference: r_0123abcd\n"
+    )
+    registry.define_targets(targets, actor="tester")
+    report = registry.verify(
+        record.record.record_id, "ref-cpu", options=VerifyOptions(suite=suite), actor="tester"
+    )
+    agreement = next(r for r in report.checks if r.check == "reference-agreement")
+    assert agreement.required and agreement.outcome is Outcome.UNAVAILABLE
+    assert agreement.summary.startswith("target ref-cpu names reference r_0123abcd")
