@@ -32,6 +32,13 @@ class Record:
     # ``load_manifest_json`` fetches it on first use.
     manifest_json: str | None = field(repr=False)
     load_manifest_json: Callable[[], str] | None = field(default=None, repr=False, compare=False)
+    # The model's own number for it (``acme/chat@v3``); None only before it is stored.
+    version: int | None = field(default=None, compare=False)
+
+    @property
+    def handle(self) -> str | None:
+        """``MODEL@vN``: what a person types for it."""
+        return f"{self.model_id}@v{self.version}" if self.version is not None else None
 
     @cached_property
     def manifest(self) -> Manifest:

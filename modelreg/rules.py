@@ -612,6 +612,47 @@ class RollbackDecision:
     # NOTHING_TO_DO, or a NO_CANDIDATE of ``to`` / of nothing ever production: in words
     # (empty when no earlier production record can take over: ``rejected`` says why).
     why: str = ""
+    # A break-glass rollback (``force``): why the candidate is not deployable, kept with it.
+    forced: tuple[str, ...] = ()
+
+
+def force_refusal(ready: Readiness) -> str | None:
+    """Why a break-glass rollback cannot take this record to production (None: it can). It
+    goes past staleness only — the runtime, the target or the suite changed since the record's
+    counting run passed — never past a hold, a retirement, a failed or missing run, a fact or
+    a license, and never without verified bytes."""
+    blocking = [r for r in ready.verdict.reasons if r.code not in STALE_CODES]
+    if blocking:
+        return (
+            f"not deployable for a reason a break-glass rollback never goes past: "
+            f"{blocking[0].message}"
+        )
+    if ready.fetch_from is None:
+        return f"no fetchable copy ({ready.unfetchable or 'no location recorded'})"
+    return None
+
+
+def forced_marked(forced: Sequence[str], promoted_at: datetime, verdict: Deployability) -> bool:
+    """A production entry forced there by a break-glass rollback stays marked until a counting
+    run of it on the target finishes after it was forced (whatever that run's outcome)."""
+    if not forced:
+        return False
+    return verdict.verified_at is None or verdict.verified_at <= promoted_at
+
+
+def gate_passes_forced(
+    deployable: bool, reason_codes: Iterable[str], marked: bool, accepted: bool
+) -> bool:
+    """The deploy gate lets a marked (forced) production through only when the caller or the
+    target's policy accepts forced entries, and only while all that is wrong is staleness."""
+    codes = list(reason_codes)
+    return (
+        marked
+        and accepted
+        and not deployable
+        and bool(codes)
+        and all(code in STALE_CODES for code in codes)
+    )
 
 
 def decide_rollback(
@@ -620,13 +661,15 @@ def decide_rollback(
     state: Callable[[str], RecordState],
     *,
     to: str | None = None,
+    force: bool = False,
 ) -> RollbackDecision:
     """The one rollback rule, decided from the state alone (never from "what was done last"):
 
     - nothing was ever production: no candidate;
     - ``to`` given: that record, if it was production here before, is not the current one,
       and is ready (deployable, bytes fetchable); a record production was rolled back from
-      only once it was released;
+      only once it was released; with ``force`` (break glass), also when all that keeps it
+      from being ready is staleness (``force_refusal``): the decision carries those reasons;
     - production was put there by a rollback and is ready: nothing to do (applying twice is
       safe);
     - otherwise (production promoted, or held / retired / failing / unfetchable after a
@@ -662,11 +705,14 @@ def decide_rollback(
                 why=f"production was rolled back from {to}; release it first if it is good",
             )
         ready = readiness(to)
+        if not ready.ready and force and force_refusal(ready) is None:
+            forced = tuple(r.message for r in ready.verdict.reasons) or ("not deployable",)
+            return RollbackDecision(RollbackAction.ROLLBACK, current, to, forced=forced)
         if not ready.ready:
             return RollbackDecision(
                 RollbackAction.NO_CANDIDATE,
                 current,
-                rejected=((to, ready.why_not(), _hint(ready)),),
+                rejected=((to, ready.why_not(), readiness_hint(ready)),),
                 why=f"{to} cannot take production: {ready.why_not()}",
             )
         return RollbackDecision(RollbackAction.ROLLBACK, current, to)
@@ -681,13 +727,13 @@ def decide_rollback(
         ready = readiness(record_id)
         if ready.ready:
             return RollbackDecision(RollbackAction.ROLLBACK, current, record_id, tuple(rejected))
-        rejected.append((record_id, ready.why_not(), _hint(ready)))
+        rejected.append((record_id, ready.why_not(), readiness_hint(ready)))
     for record_id in sorted(rolled_back_from(history) - {current}):
         rejected.append((record_id, "production was rolled back from it", None))
     return RollbackDecision(RollbackAction.NO_CANDIDATE, current, rejected=tuple(rejected))
 
 
-def _hint(ready: Readiness) -> Step | None:
+def readiness_hint(ready: Readiness) -> Step | None:
     if not ready.verdict.deployable:
         return next((r.step for r in ready.verdict.reasons if r.step), None)
     return Step("locate", "check a copy, or add one", ref=ready.verdict.record_id, check=None)

@@ -158,6 +158,9 @@ class Target:
     # The record every verify here is compared with (``reference-agreement``, required when
     # named: a verify that compared none is ``unavailable``); None: none named.
     reference: str | None = None
+    # The deploy gate passes a production record a break-glass rollback forced here while it is
+    # only stale (by default only a caller that accepts forced entries gets it).
+    accept_forced: bool = False
     # The stored definition's digest (``spec_digest``; None: built in).
     spec_sha256: str | None = None
     # ``for_host``: the definition this host's view was made from (None: this is one).
@@ -314,6 +317,8 @@ class _TargetSpec(BaseModel):
     power_watts: float | None = Field(default=None, gt=0, le=limits.MAX_POWER_WATTS)
     # A record (its id) whose outputs every verify here must agree with (reference-agreement).
     reference: str | None = Field(default=None, min_length=1, max_length=200)
+    # The deploy gate's policy for a production record forced here by a break-glass rollback.
+    accept_forced: bool = False
 
 
 BUILTIN_SUITES = ("default-chat",)
@@ -606,6 +611,7 @@ def _target_from_spec(name: str, spec: _TargetSpec, origin: str) -> Target:
         license_policy=dict(spec.license_policy or {}),
         power_watts=spec.power_watts,
         reference=spec.reference,
+        accept_forced=spec.accept_forced,
     )
 
 

@@ -330,7 +330,7 @@ def test_rollback_prints_a_screen_not_a_dump(cli: Any, tmp_path: Path) -> None:
     text = out + err
     assert code == 0 and len(text.splitlines()) <= 10, text
     assert "libggml-fake" not in text and "100 libraries" in text
-    assert f"candidate   {ids[0]}" in text and f"will hold   {ids[1]}" in text
+    assert f"candidate   v1 {ids[0]}" in text and f"will hold   v2 {ids[1]}" in text
     assert "to apply:   modelreg rollback" in text
     code, out, err = cli("--db", db, "rollback", MODEL, "--target", "cpu", "--apply", "--why", "x")
     text = out + err

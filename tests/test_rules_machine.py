@@ -258,6 +258,9 @@ class RegistryMachine(RuleBasedStateMachine):
         self.next_id = 0
         self.added: list[str] = []
         self.model_of: dict[str, str] = {}
+        # Issue 40: (model, target) -> the record a break-glass rollback forced there, while
+        # it is still production by that rollback.
+        self.forced: dict[tuple[str, str], str] = {}
         # Webhook id -> (its events, the newest event id before it was added, the newest
         # before it was removed or None): what the outbox must hold for it.
         self.hooks: dict[int, tuple[frozenset[str], int, int | None]] = {}
@@ -824,6 +827,7 @@ class RegistryMachine(RuleBasedStateMachine):
             # Invariant 2: a promote never makes a held or retired record production.
             assert verdict.deployable
             assert self.production(model, target) == record
+            self.forced.pop((model, target), None)
             assert stored(self.registry).state(record).state.value == "active"
 
     @rule(record=records)
@@ -971,7 +975,9 @@ class RegistryMachine(RuleBasedStateMachine):
             return
         assert plan is not None, "the apply rolled back where the plan found no candidate"
         assert applied.decision == plan.decision
+        assert not applied.forced  # only force forces
         if plan.decision == "rollback":
+            self.forced.pop((model, target), None)
             assert plan.candidate is not None and applied.production is not None
             assert applied.production.record.record_id == plan.candidate.record.record_id
             assert self.production(model, target) == plan.candidate.record.record_id
@@ -990,6 +996,95 @@ class RegistryMachine(RuleBasedStateMachine):
             assert again.decision == "nothing_to_do" and again.applied is None
             shown = applied.production or plan.production
             assert self.production(model, target) == shown.record.record_id
+
+    @rule(record=records, far=st.booleans(), grow_suite=st.booleans())
+    def forced_rollback(self, record: str, far: bool, grow_suite: bool) -> None:
+        """Issue 40 (break glass): ``rollback --to R --force`` makes R production only when R
+        was production there before and all that keeps it out is staleness; never past a hold,
+        a retirement, a failed or missing run, a fact or missing bytes. With ``grow_suite``,
+        the incident's case joins the suite first (a new suite version mid-incident): every
+        earlier record goes stale, and the plan offers the break glass for those only stale."""
+        if far and not self.far_defined:
+            return
+        model, target = self.model_of[record], FAR if far else TARGET
+        if grow_suite and model == MODEL:
+            self.attach_suite(self.suite_rate or 1.0)
+            plan = self.registry.rollback_plan(model, target)
+            for row in plan.rejected + plan.earlier:
+                ready = self.registry.deployability(row.record_id, target)
+                only_stale = not ready.deployable and all(
+                    r.code in ("stale_runtime", "stale_target", "stale_suite")
+                    for r in ready.reasons
+                )
+                assert row.force is None or only_stale, row
+                if row.force is not None:
+                    SEEN["break glass offered"] += 1
+        production = self.production(model, target)
+        verdict = self.registry.deployability(record, target)
+        state = stored(self.registry).state(record).state.value
+        try:
+            out = self.registry.rollback(
+                model, target, why="machine: break glass", to=record, force=True, actor="machine"
+            )
+        except (NoRollbackCandidate, InvalidInput):
+            assert self.production(model, target) == production
+            return
+        if out.decision == "nothing_to_do":
+            assert self.production(model, target) == production
+            return
+        # Invariant (issue 40): no forced path reaches a held, retired or failed record.
+        assert self.production(model, target) == record
+        assert state == "active" and record not in self.held_by_facts | self.community
+        codes = {r.code for r in verdict.reasons}
+        assert codes <= {"stale_runtime", "stale_target", "stale_suite"}, codes
+        assert bool(out.forced) == (not verdict.deployable)
+        self.forced.pop((model, target), None)
+        if out.forced:
+            self.forced[(model, target)] = record
+            SEEN["forced rollback"] += 1
+
+    @invariant()
+    def a_forced_production_is_marked_until_a_counting_run(self) -> None:
+        """Issue 40: a production entry a break-glass rollback forced is marked forced in status
+        until a counting run of it there finishes (whatever its outcome); the gate passes it
+        only when forced entries are accepted, and then only while it is merely stale."""
+        for entry in self.registry.status().entries:
+            pair = (entry.model_id, entry.target)
+            assert bool(entry.promotion.forced) == (pair in self.forced), (pair, entry.promotion)
+            run = entry.deployability.run_id
+            finished = None
+            if run is not None:
+                (shown,) = [
+                    r for r in self.registry.show(entry.record.record_id).runs if r.run_id == run
+                ]
+                finished = max(c.finished_at for c in shown.checks)
+            marked = pair in self.forced and (finished is None or finished <= entry.promotion.at)
+            assert bool(entry.forced) == marked, (entry.forced, finished, entry.promotion.at)
+            if pair in self.forced and not marked:
+                SEEN["forced mark cleared by a counting run"] += 1
+            sha = entry.record.files[0].sha256
+            codes = {r.code for r in entry.deployability.reasons}
+            only_stale = bool(codes) and codes <= {"stale_runtime", "stale_target", "stale_suite"}
+            accepted = self.registry.gate(entry.model_id, entry.target, sha, accept_forced=True)
+            expected = entry.fetch_from is not None and (
+                entry.deployability.deployable or (marked and only_stale)
+            )
+            assert accepted.passed == expected, (accepted, entry)
+            assert accepted.forced == (expected and not entry.deployability.deployable)
+
+    @invariant()
+    def handles_name_their_records(self) -> None:
+        """Issue 40: every record has its model's next version number, in the order records
+        were added, and ``MODEL@vN`` names it wherever a record id is taken."""
+        numbered: dict[str, list[tuple[int, str]]] = {}
+        for record in self.added:
+            out = self.registry.show(record).record
+            assert out.version is not None and out.handle == f"{out.model_id}@v{out.version}"
+            numbered.setdefault(out.model_id, []).append((out.version, record))
+        for model, pairs in numbered.items():
+            assert [v for v, _ in pairs] == list(range(1, len(pairs) + 1)), (model, pairs)
+            version, record = pairs[-1]
+            assert self.registry.get(f"{model}@v{version}").id == record
 
     def _gates(self) -> dict[tuple[str, str], bool]:
         gates = {}
@@ -1417,3 +1512,34 @@ def test_a_tour_of_the_machine_reaches_every_reason(monkeypatch: pytest.MonkeyPa
     assert not missing, f"the tour never saw {missing}: {dict(SEEN)}"
     assert SEEN["one-off failure held a later suite"] > 0, dict(SEEN)
     assert SEEN["effective state held by facts"] > 0, dict(SEEN)
+
+
+def test_a_tour_of_the_break_glass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40, scripted through the machine's own steps with every invariant after each: two
+    releases, the incident's case joins the suite (both go stale), the break glass to the
+    earlier one is offered and taken, and a counting run of it clears the mark."""
+    monkeypatch.setattr(sys.modules[__name__], "event", lambda *_: None)  # no Hypothesis here
+    SEEN.clear()
+    machine = RegistryMachine()
+    try:
+        first, second = machine.add(), machine.add()
+        for step in (
+            lambda: machine.verify_run(first, "pass", "full", far=False),
+            lambda: machine.promote(first, approval=False, far=False),
+            lambda: machine.verify_run(second, "pass", "full", far=False),
+            lambda: machine.promote(second, approval=False, far=False),
+            lambda: machine.forced_rollback(first, far=False, grow_suite=True),
+            lambda: machine.verify_run(first, "pass", "full", far=False),
+            lambda: machine.forced_rollback(second, far=False, grow_suite=False),  # held: no
+        ):
+            step()
+            _invariants(machine)
+        assert machine.production(MODEL, TARGET) == first
+    finally:
+        machine.teardown()
+    for reached in (
+        "break glass offered",
+        "forced rollback",
+        "forced mark cleared by a counting run",
+    ):
+        assert SEEN[reached] > 0, f"the tour never reached {reached!r}: {dict(SEEN)}"

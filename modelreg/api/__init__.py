@@ -157,9 +157,9 @@ class Registry:
         self._verify = Verify(store, url, locations=self._locations)
         self._suites = Suites(store, url)
         self._uploads = Uploads(store, url)
-        self._deploy = Deploy(store, url)
         self._drill = Drill(store, url, verify=self._verify)
         self._rollback = Rollback(store, url, drill=self._drill)
+        self._deploy = Deploy(store, url, rollback=self._rollback)
         self._records = Records(store, url, deploy=self._deploy, locations=self._locations)
         self._browse = Browse(store, url)
         self._team = Team(store, url)
@@ -221,6 +221,7 @@ class Registry:
     # -- what runs where ----------------------------------------------------------------------
     deployability = Delegate("_status", Status.deployability)
     status = Delegate("_status", Status.status)
+    only_production_target = Delegate("_status", Status.only_production_target)
     status_json = Delegate("_status", Status.status_json)
     matrix = Delegate("_status", Status.matrix)
     gate = Delegate("_status", Status.gate)

@@ -29,9 +29,11 @@ from modelreg.steps import Step
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
     # imported: `modelreg inspect` needs no database.
+    from modelreg.api.rollback import Rollback
     from modelreg.record import Record
     from modelreg.registry.reads import Reads
     from modelreg.registry.rows import Promotion
+    from modelreg.registry.store import Store
     from modelreg.registry.writes import Writes
     from modelreg.targets import Target
 
@@ -120,7 +122,12 @@ def _accepted_text(accepted: Sequence[AcceptedRelaxationOut]) -> str:
 
 
 class Deploy(Core):
-    """Deploy decisions: promote, hold, release, retire."""
+    """Deploy decisions: promote, hold, release, retire. Collaborator: ``rollback`` (what a
+    hold or retirement of production leaves to roll back to)."""
+
+    def __init__(self, store: Store, url: str, *, rollback: Rollback | None = None) -> None:
+        super().__init__(store, url)
+        self._rollback = rollback
 
     def promote(
         self,
@@ -302,12 +309,12 @@ class Deploy(Core):
             message += (
                 f". WARNING: {record.id} is production for {record.model_id} on "
                 f"{', '.join(production_on)} and is no longer deployable there — production is "
-                f"still {record.id}; roll back"
+                f"still {record.id}"
             )
-            steps += [
-                Step("rollback", model_id=record.model_id, target=t, why=None)
-                for t in production_on
-            ]
+            for t in production_on:
+                said, step = self._what_rollback_leaves(record.model_id, t)
+                message += f"; on {t}: {said}"
+                steps += [step] if step is not None else []
         if new is RecordStateKind.ACTIVE and record.hold_reasons:
             message += ". Still on hold for facts it does not know: " + "; ".join(
                 record.hold_reasons
@@ -320,6 +327,19 @@ class Deploy(Core):
             message=message,
             next_steps=steps_out(steps),
         )
+
+    def _what_rollback_leaves(self, model_id: str, target: str) -> tuple[str, Step | None]:
+        """Whether a rollback has a candidate once production is held, and the command."""
+        apply = Step("rollback", model_id=model_id, target=target, why=None)
+        if self._rollback is None:
+            return "roll back", apply
+        plan = self._rollback.rollback_plan(model_id, target)
+        if plan.decision == "rollback" and plan.candidate is not None:
+            shown = plan.candidate.record
+            return f"roll back to {shown.handle or shown.record_id} ({shown.record_id})", apply
+        force = next((r.force for r in plan.rejected if r.force is not None), None)
+        step = force or (plan.next_steps[0] if plan.next_steps else None)
+        return plan.message, step.step() if step else None
 
     def hold(self, ref: str, why: str, *, actor: str | None = None) -> StateChangeOutput:
         """Put a record on hold: not deployable, not promotable, until released."""

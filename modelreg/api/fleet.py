@@ -152,6 +152,7 @@ class Fleet(Core):
         to: Path,
         *,
         check_runtime: bool = False,
+        accept_forced: bool = False,
         progress: Callable[[int], None] | None = None,
         on_start: Callable[[str, int, int], None] | None = None,
     ) -> DeployOutput:
@@ -163,17 +164,24 @@ class Fleet(Core):
         bytes arrived. ``deployed`` says start; anything else says do not.
 
         ``check_runtime``: also compare this host's runtime with the one production's evidence
-        was produced under (this host's own facts: said beside the verdict, never part of it)."""
+        was produced under (this host's own facts: said beside the verdict, never part of it).
+        ``accept_forced``: take a production record a break-glass rollback forced there while it
+        is only stale (as the target's ``accept_forced`` does; ``gate``)."""
+        from modelreg import rules
         from modelreg.errors import NoProduction, NotDeployable
 
         self._require_model(model_id)
-        self.target(target)
+        accepted = accept_forced or self.target(target).accept_forced
         status = self._status.status(model_id, target)
         if not status.entries:
             raise NoProduction(model_id, target)
         (entry,) = status.entries
         record_id = entry.record.record_id
-        if not entry.deployability.deployable:
+        verdict = entry.deployability
+        codes = [r.code for r in verdict.reasons]
+        if not verdict.deployable and not rules.gate_passes_forced(
+            verdict.deployable, codes, bool(entry.forced), accepted
+        ):
             from modelreg.reasons import Reason, ReasonCode
 
             raise NotDeployable(
@@ -197,7 +205,10 @@ class Fleet(Core):
             got = self._locations.fetch(record_id, to, progress=progress, on_start=on_start)
             fetched = got.files
         # Gated after the bytes arrived: what is kept is what was production when it was done.
-        gates = [self._status.gate(model_id, target, f.sha256) for f in fetched]
+        gates = [
+            self._status.gate(model_id, target, f.sha256, accept_forced=accept_forced)
+            for f in fetched
+        ]
         failed = next((g for g in gates if not g.passed), None)
         gate = failed or gates[0]
         runtime_check = self._runtime_check(record_id, target) if check_runtime else None

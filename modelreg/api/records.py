@@ -298,6 +298,12 @@ class Records(Core):
         after = parse_since(since) if since is not None else None
         with self.store.read() as reads:
             events = reads.events(model_id)
+            versions = {
+                r.id: r.version
+                for r in reads.records_by_id(
+                    {e.record_id for e in events if e.record_id}, with_manifests=False
+                ).values()
+            }
         if target is not None:
             events = [e for e in events if e.target in (None, target)]
         if after is not None:
@@ -306,7 +312,12 @@ class Records(Core):
             events = events[-limit:]
         return HistoryOutput(
             model_id=model_id,
-            events=[event_out(e) for e in events],
+            events=[
+                event_out(e).model_copy(
+                    update={"record_version": versions.get(e.record_id) if e.record_id else None}
+                )
+                for e in events
+            ],
         )
 
     def _subject(self, ref: str) -> tuple[str, Manifest, bool]:

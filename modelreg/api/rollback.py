@@ -42,7 +42,15 @@ if TYPE_CHECKING:
 
 
 from modelreg.api.drill import Drill, _drill_event
-from modelreg.api.rollback_plan import _Plan, _plan_message
+from modelreg.api.rollback_plan import _named, _Plan, _plan_message
+
+
+def _check_force(force: bool, to: str | None) -> None:
+    if force and to is None:
+        raise InvalidInput(
+            "a break-glass rollback (force) names its record: give `to`",
+            "a record that was production there before, e.g. its handle MODEL@v2",
+        )
 
 
 class Rollback(Core):
@@ -67,6 +75,7 @@ class Rollback(Core):
         model_id: str,
         target: Target,
         to: str | None = None,
+        force: bool = False,
     ) -> _Plan:
         """The rollback decision from one read (a snapshot for the plan, the locked
         transaction for the apply): the same function, so the apply does what the plan said."""
@@ -80,7 +89,7 @@ class Rollback(Core):
                 ready[record_id] = self._readiness(view, records[record_id], target.name)
             return ready[record_id]
 
-        decision = rules.decide_rollback(steps, readiness, view.state, to=to)
+        decision = rules.decide_rollback(steps, readiness, view.state, to=to, force=force)
         current = records[history[-1].record_id] if history else None
         candidate = records[decision.candidate] if decision.candidate else None
         return _Plan(
@@ -172,6 +181,17 @@ class Rollback(Core):
                 fetch = (ready.fetch_from, ready.unfetchable)
                 return self._deployed(reads, targets, record, ready.verdict, fetch)
 
+            earlier = self._earlier(
+                reads,
+                model_id,
+                target,
+                [(r, w, h) for r, w, h in decision.rejected]
+                if decision.action is not rules.RollbackAction.NOTHING_TO_DO
+                else [
+                    (r, None, None)
+                    for r in rules.rollback_candidates([p.step() for p in plan.history])
+                ],
+            )
             if applied is not None and plan.candidate is not None and plan.current is not None:
                 production = shown(plan.candidate, None)
                 rolled_back_from = shown(plan.current, None)
@@ -181,17 +201,10 @@ class Rollback(Core):
                 if plan.candidate is not None:
                     candidate = shown(plan.candidate, plan.candidate_ready)
         last = plan.history[-1] if plan.history else None
-        if decision.action is rules.RollbackAction.NOTHING_TO_DO and not steps:
-            steps = [
-                Step(
-                    "rollback",
-                    "to go further back",
-                    model_id=model_id,
-                    target=target,
-                    to=None,
-                    why=None,
-                )
-            ]
+        nothing_to_do = decision.action is rules.RollbackAction.NOTHING_TO_DO
+        if nothing_to_do and not steps:
+            usable = next((e.next for e in earlier if e.usable and e.next), None)
+            steps = [usable.step()] if usable else []
         return RollbackOutput(
             model_id=model_id,
             target=target,
@@ -207,14 +220,52 @@ class Rollback(Core):
             already_rolled_back=promotion_out(last)
             if last is not None and decision.action is rules.RollbackAction.NOTHING_TO_DO
             else None,
-            rejected=[
-                RejectedCandidate(record_id=r, why=w, next=StepOut.of(h))
-                for r, w, h in decision.rejected
-            ],
+            rejected=[] if nothing_to_do else earlier,
+            earlier=earlier if nothing_to_do else [],
+            forced=list(decision.forced),
             drill=drill,
             message=message,
             next_steps=steps_out(steps),
         )
+
+    def _earlier(
+        self,
+        reads: Reads,
+        model_id: str,
+        target: str,
+        rows: Sequence[tuple[str, str | None, Step | None]],
+    ) -> list[RejectedCandidate]:
+        """Earlier production records as a rollback shows them: each one's handle, whether
+        ``--to`` can take it now (or why not, and what would fix it) and, when only staleness
+        keeps it out, the break-glass command."""
+        records = reads.records_by_id([r for r, _, _ in rows])
+        shown = []
+        for record_id, why, hint in rows:
+            record = records[record_id]
+            ready = self._readiness(reads, record, target)
+            to = record.handle or record.id
+            rollback = Step("rollback", model_id=model_id, target=target, to=to, why=None)
+            usable = ready.ready and why is None
+            forceable = not ready.ready and rules.force_refusal(ready) is None
+            shown.append(
+                RejectedCandidate(
+                    record_id=record_id,
+                    handle=record.handle,
+                    usable=usable,
+                    why=why or ("deployable, with a verified copy" if usable else ready.why_not()),
+                    next=StepOut.of(
+                        Step(rollback.action, "to roll back to it", **rollback.args)
+                        if usable
+                        else hint or (rules.readiness_hint(ready) if not ready.ready else None)
+                    ),
+                    force=StepOut.of(
+                        Step(rollback.action, "break glass", **rollback.args, force=True)
+                        if forceable
+                        else None
+                    ),
+                )
+            )
+        return shown
 
     def _no_candidate(self, model_id: str, target: str, plan: _Plan) -> NoRollbackCandidate:
         decision = plan.decision
@@ -246,15 +297,19 @@ class Rollback(Core):
             step=Step(step.action, "to make one a candidate", **step.args) if step else None,
         )
 
-    def rollback_plan(self, model_id: str, target: str, *, to: str | None = None) -> RollbackOutput:
+    def rollback_plan(
+        self, model_id: str, target: str, *, to: str | None = None, force: bool = False
+    ) -> RollbackOutput:
         """What ``rollback`` would do now (``rules.decide_rollback``): the candidate — the
         newest record that was production on ``target`` before the current one, is deployable
         now, has a fetchable copy and was never rolled back from — or ``to``; or nothing to do
         when production was put there by a rollback and is deployable; or, when no record can
         take production, ``decision`` "no_candidate" with the reason as ``message`` and what
         would make one a candidate as ``next_steps`` (``rollback`` raises ``NoRollbackCandidate``
-        then: there is nothing to apply)."""
-        _, plan = self._read_plan(model_id, target, to, refuse=False)
+        then: there is nothing to apply). ``force``: the plan of a break-glass rollback to
+        ``to`` (``rollback``'s ``force``)."""
+        _check_force(force, to)
+        _, plan = self._read_plan(model_id, target, to, refuse=False, force=force)
         if plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
             refusal = self._no_candidate(model_id, target, plan)
             return self._rollback_output(
@@ -270,7 +325,13 @@ class Rollback(Core):
         )
 
     def _read_plan(
-        self, model_id: str, target: str, to: str | None, *, refuse: bool = True
+        self,
+        model_id: str,
+        target: str,
+        to: str | None,
+        *,
+        refuse: bool = True,
+        force: bool = False,
     ) -> tuple[Target, _Plan]:
         """The rollback decision from one snapshot (``--to`` resolved and checked in it);
         ``NoRollbackCandidate`` when there is none (``refuse``; else the plan says so)."""
@@ -280,7 +341,7 @@ class Rollback(Core):
             resolved = reads.record(to).id if to is not None else None
             if resolved is not None:
                 self._check_to(reads, model_id, target, resolved)
-            plan = self._plan(reads, model_id, the_target, resolved)
+            plan = self._plan(reads, model_id, the_target, resolved, force)
         if refuse and plan.decision.action is rules.RollbackAction.NO_CANDIDATE:
             raise self._no_candidate(model_id, target, plan)
         return the_target, plan
@@ -325,6 +386,7 @@ class Rollback(Core):
         to: str | None = None,
         actor: str | None = None,
         drill: bool = False,
+        force: bool = False,
         progress: ProgressCallback | None = None,
     ) -> RollbackOutput:
         """Apply the rollback decision in one locked transaction — the same decision
@@ -337,8 +399,16 @@ class Rollback(Core):
         ``drill``: first drill the rollback (``drill_rollback``; ``progress`` sees its verify);
         a drill that fails switches nothing (``drill.passed`` False, ``applied`` None), one
         that passes is named in the history beside the rollback. The apply then refuses
-        (``NoRollbackCandidate``) if the plan decided inside the lock is not the one drilled."""
+        (``NoRollbackCandidate``) if the plan decided inside the lock is not the one drilled.
+
+        ``force`` (break glass, with ``to``): ``to`` becomes production even though it is not
+        deployable now, when all that keeps it from it is staleness (``rules.force_refusal``:
+        never past a hold, a retirement, a failed run or missing bytes). The promotion keeps
+        the unmet reasons, its event says so (and goes to the webhooks), status marks the entry
+        forced until a counting run of it there, and the deploy gate passes it only where forced
+        entries are accepted."""
         _check_why(why, required="a rollback")
+        _check_force(force, to)
         self._require_model(model_id)
         the_target = self.target(target)
         actor = actor or config.actor()
@@ -364,7 +434,7 @@ class Rollback(Core):
         with self.store.locked(model_id) as tx:
             if to is not None:
                 self._check_to(tx, model_id, target, to)
-            plan = self._plan(tx, model_id, the_target, to)
+            plan = self._plan(tx, model_id, the_target, to, force)
             action = plan.decision.action
             if action is rules.RollbackAction.NO_CANDIDATE:
                 raise self._no_candidate(model_id, target, plan)
@@ -398,6 +468,7 @@ class Rollback(Core):
                     owner=approved.owner if approved else None,
                     limitations=approved.limitations if approved else (),
                     retest_by=approved.retest_by if approved else None,
+                    forced=plan.decision.forced,
                 )
                 if tx.state(plan.current.id).state is RecordStateKind.ACTIVE:
                     detail = {"rolled_back_to": plan.candidate.id, "target": target}
@@ -416,9 +487,19 @@ class Rollback(Core):
         else:
             assert plan.candidate is not None and plan.current is not None
             message = (
-                f"rolled back: {plan.candidate.id} is production for {model_id} on {target}; "
-                f"{plan.current.id} is on hold (release it if it is good)"
+                f"rolled back: {_named(plan.candidate)} is production for {model_id} on "
+                f"{target}; {_named(plan.current)} is on hold (release it if it is good)"
             )
+            if plan.decision.forced:
+                message = (
+                    f"FORCED {message}. It is not deployable ({'; '.join(plan.decision.forced)}):"
+                    " status marks it forced until a counting run of it there, and the deploy "
+                    "gate passes it only where forced entries are accepted (gate "
+                    "--accept-forced, or the target's accept_forced)"
+                )
+                steps.append(
+                    Step("verify", "to clear the mark", ref=plan.candidate.id, target=target)
+                )
             steps.append(Step("release", ref=plan.current.id, why=None))
         if drilled is not None:
             message = f"{drilled.message}. {message}"

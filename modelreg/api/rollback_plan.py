@@ -33,15 +33,21 @@ def _plan_message(model_id: str, target: str, plan: _Plan) -> str:
     if plan.decision.action is rules.RollbackAction.NOTHING_TO_DO:
         return _already_rolled_back(model_id, target, plan.history[-1])
     assert plan.candidate is not None and plan.current is not None
+    forced = "break glass: " if plan.decision.forced else ""
     return (
-        f"rollback would make {plan.candidate.id} production for {model_id} on {target} "
-        f"instead of {plan.current.id}, and hold {plan.current.id}"
+        f"{forced}rollback would make {_named(plan.candidate)} production for {model_id} on "
+        f"{target} instead of {_named(plan.current)}, and hold it"
     )
+
+
+def _named(record: Record) -> str:
+    """A record as a person reads it at 3 a.m.: its version handle and its id."""
+    return f"{record.handle} ({record.id})" if record.handle else record.id
 
 
 def _already_rolled_back(model_id: str, target: str, last: Promotion) -> str:
     return (
-        f"already rolled back: {last.record_id} is production for {model_id} on {target} since "
-        f"{last.at:%Y-%m-%d %H:%M} UTC (rolled back from {last.previous_record_id} by "
-        f"{last.actor}: {last.why}) and deployable; nothing changed"
+        f"nothing changed: already rolled back to {last.record_id} on {target} at "
+        f"{last.at:%Y-%m-%d %H:%M} UTC ({last.actor}: {last.why}), and it is deployable; to go "
+        "further back, roll back to an earlier record (--to)"
     )

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, date
 from typing import TYPE_CHECKING
 
+from modelreg import rules
 from modelreg.api.core import _SHA256_RE, Core
 from modelreg.api.views import (
     _gate_of,
@@ -42,6 +43,21 @@ class Status(Core):
         with self.store.read() as reads:
             record = reads.record(ref)
             return reads.verdict(record.id, target)
+
+    def only_production_target(self, model_id: str) -> str:
+        """The one target ``model_id`` is production on: what a command's target is when none
+        is given (bad input when it is production on none or on several)."""
+        with self.store.read() as reads:
+            targets = sorted({p.target for p in reads.productions(model_id, None)})
+        if len(targets) == 1:
+            return targets[0]
+        self._require_model(model_id)
+        if not targets:
+            raise InvalidInput(f"{model_id} is production on no target: give --target")
+        raise InvalidInput(
+            f"{model_id} is production on {len(targets)} targets ({', '.join(targets)}): "
+            "give --target"
+        )
 
     def _status(
         self, model_id: str | None, target: str | None
@@ -110,23 +126,33 @@ class Status(Core):
             cells=cells,
         )
 
-    def gate(self, model_id: str, target: str, sha256: str) -> GateOutput:
+    def gate(
+        self, model_id: str, target: str, sha256: str, *, accept_forced: bool = False
+    ) -> GateOutput:
         """The deploy gate: passes only when ``sha256`` is a file of the current production
         record of ``model_id`` on ``target``, that record is deployable there now, and a
-        recorded location holds its verified bytes."""
-        gated = self.gated_status(model_id, target, sha256)
+        recorded location holds its verified bytes — or, where forced entries are accepted
+        (``accept_forced``, or the target's ``accept_forced``), the record is production by
+        a break-glass rollback and only stale (``forced`` says so)."""
+        gated = self.gated_status(model_id, target, sha256, accept_forced=accept_forced)
         assert gated.gate is not None
         return gated.gate
 
-    def gated_status(self, model_id: str, target: str, sha256: str) -> StatusOutput:
+    def gated_status(
+        self, model_id: str, target: str, sha256: str, *, accept_forced: bool = False
+    ) -> StatusOutput:
         """``status`` of the model on the target with the deploy gate's answer (``.gate``)
         decided from that same read: what is printed is what was judged."""
         if not _SHA256_RE.fullmatch(sha256.strip()):
             raise InvalidInput(
                 f"`sha256` {sha256[:80]!r} is not a sha256", "give 64 hex characters"
             )
-        status = self.status(model_id, target)
-        status.gate = _gate_of(status, model_id, target, sha256.strip().lower())
+        entries, targets = self._status(model_id, target)
+        status = StatusOutput.model_construct(entries=entries, gate=None)
+        policy = targets[target].accept_forced if target in targets else False
+        status.gate = _gate_of(
+            status, model_id, target, sha256.strip().lower(), accept_forced or policy
+        )
         return status
 
 
@@ -150,13 +176,15 @@ def production_entries(
     for p in productions:
         record = records[p.record_id]
         fetch_from, unfetchable = fetchability(locations[record.id])
+        verdict = verdicts[(p.record_id, p.target)]
         entries.append(
             StatusEntry(
                 model_id=p.model_id,
                 target=p.target,
                 record=record_out(record, files[record.id], states.get(record.id, ACTIVE)),
-                deployability=deployability_out(verdicts[(p.record_id, p.target)]),
+                deployability=deployability_out(verdict),
                 promotion=promotion_out(p),
+                forced=list(p.forced) if rules.forced_marked(p.forced, p.at, verdict) else [],
                 unit=deployed_unit(targets[p.target]) if p.target in targets else {},
                 locations=[loc.url for loc in locations[record.id]],
                 fetch_from=fetch_from,

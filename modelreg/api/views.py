@@ -84,6 +84,7 @@ def promotion_out(p: Promotion) -> PromotionOut:
         owner=p.owner,
         limitations=list(p.limitations),
         retest_by=p.retest_by.astimezone(UTC).date() if p.retest_by is not None else None,
+        forced=list(p.forced),
     )
 
 
@@ -95,6 +96,8 @@ def record_out(record: Record, files: Sequence[StoredFile], state: RecordState) 
     return RecordOut(
         record_id=record.id,
         model_id=record.model_id,
+        version=record.version,
+        handle=record.handle,
         format=record.format,
         source=record.source,
         license=record.license,
@@ -145,7 +148,10 @@ def _event_summary(kind: str, detail: dict[str, Any]) -> str:
         return said
     previous = detail.get("previous_record_id")
     if kind in ("promote", "rollback"):
-        return f"was {previous}" if previous else "first production record"
+        said = f"was {previous}" if previous else "first production record"
+        if detail.get("forced"):
+            said += f"; FORCED (break glass), not deployable: {'; '.join(detail['forced'])}"
+        return said
     if kind == "add" and detail.get("hold_reasons"):
         return f"on hold: {'; '.join(detail['hold_reasons'])}"
     if kind == "locate":
@@ -354,8 +360,11 @@ def _card_output(
     )
 
 
-def _gate_of(status: StatusOutput, model_id: str, target: str, sha256: str) -> GateOutput:
-    """The deploy gate's answer from the status of one (model, target)."""
+def _gate_of(
+    status: StatusOutput, model_id: str, target: str, sha256: str, accept_forced: bool = False
+) -> GateOutput:
+    """The deploy gate's answer from the status of one (model, target). ``accept_forced``:
+    the caller or the target accepts a production record forced there while only stale."""
 
     def fail(message: str, step: Step | None, record_id: str | None) -> GateOutput:
         reason = ReasonOut(code="gate", message=message, next=StepOut.of(step))
@@ -386,7 +395,10 @@ def _gate_of(status: StatusOutput, model_id: str, target: str, sha256: str) -> G
             record.record_id,
         )
     verdict = entry.deployability
-    if verdict.deployable and entry.fetch_from is None:
+    forced = rules.gate_passes_forced(
+        verdict.deployable, [r.code for r in verdict.reasons], bool(entry.forced), accept_forced
+    )
+    if (verdict.deployable or forced) and entry.fetch_from is None:
         return fail(
             f"{record.record_id} is deployable on {target} but no recorded location is "
             f"verified to hold its files ({entry.unfetchable}): nothing could fetch what the "
@@ -403,7 +415,21 @@ def _gate_of(status: StatusOutput, model_id: str, target: str, sha256: str) -> G
         model_id=model_id,
         target=target,
         sha256=sha256,
-        passed=verdict.deployable,
+        passed=verdict.deployable or forced,
         record_id=record.record_id,
-        reasons=verdict.reasons,
+        reasons=verdict.reasons
+        + (
+            [
+                ReasonOut(
+                    code="gate",
+                    message=f"{record.record_id} was forced to production by a break-glass "
+                    "rollback and is not deployable: the gate passes it only where forced "
+                    "entries are accepted (accept_forced: the caller's --accept-forced, or the "
+                    "target's accept_forced: true)",
+                )
+            ]
+            if entry.forced and not forced and not verdict.deployable
+            else []
+        ),
+        forced=forced,
     )

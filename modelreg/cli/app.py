@@ -37,7 +37,9 @@ DbOption = Annotated[
 TargetOption = Annotated[
     str, typer.Option("--target", "-t", help="Target name (see: modelreg targets).")
 ]
-RecordArg = Annotated[str, typer.Argument(metavar="RECORD", help="Record id or prefix.")]
+RecordArg = Annotated[
+    str, typer.Argument(metavar="RECORD", help="Record id or prefix, or MODEL@vN (acme/chat@v3).")
+]
 ModelArg = Annotated[str, typer.Argument(metavar="MODEL", help="Model id, org/name.")]
 WhyOption = Annotated[str | None, typer.Option("--why", help="Why (kept in the event log).")]
 

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
         ApprovalOut,
         DeployedOut,
         DrillOut,
+        RecordOut,
+        RejectedCandidate,
         RollbackOutput,
         StateChangeOutput,
         StatusOutput,
@@ -341,9 +343,28 @@ def _bytes_line(unit: DeployedOut) -> str:
     return f"  bytes     NO FETCHABLE COPY ({unit.unfetchable})"
 
 
+def named(record: RecordOut) -> str:
+    """A record as a person types it: ``v3 r_0a1b2c3d4e5f`` (its model's version, its id)."""
+    return f"v{record.version} {record.record_id}" if record.version else record.record_id
+
+
 def _deployed_line(label: str, unit: DeployedOut) -> None:
     record = unit.record
-    out(f"{label:<11} {record.record_id}  {deployability_text(unit.deployability)}")
+    out(f"{label:<11} {named(record)}  {deployability_text(unit.deployability)}")
+
+
+def _earlier_lines(plan: RollbackOutput, label: str, rows: list[RejectedCandidate]) -> None:
+    """Earlier production records, newest first: usable or why not, and the command."""
+    for row in rows[:3]:
+        name = f"v{row.handle.rpartition('@v')[2]} {row.record_id}" if row.handle else row.record_id
+        why = row.why if len(row.why) <= 90 else row.why[:87] + "..."
+        out(f"{label:<11} {name}  {'usable' if row.usable else 'not usable: ' + why}")
+        if row.next is not None and not (row.usable and row.next in plan.next_steps):
+            out(f"  {'to apply:' if row.usable else 'to fix:':<9} {command_of(row.next)}")
+        if row.force is not None:
+            out(f"  {'or now:':<9} {command_of(row.force)}")
+    if len(rows) > 3:
+        out(f"{label:<11} {len(rows) - 3} more (--json lists them)")
 
 
 def _drill_text(drill: DrillOut) -> None:
@@ -377,14 +398,29 @@ def _rollback_text(plan: RollbackOutput, command: str) -> None:
         return
     if plan.production is not None:
         _deployed_line("production", plan.production)
-    if plan.decision == "nothing_to_do" or plan.candidate is None:
+    if plan.decision == "nothing_to_do":
+        _earlier_lines(plan, "earlier", plan.earlier)
+        if not plan.earlier:
+            out("earlier     none: no earlier production record is left to roll back to")
+        return
+    if plan.candidate is None:
+        _earlier_lines(plan, "passed over", plan.rejected)
         return
     candidate = plan.candidate
+    if plan.forced:
+        out(f"candidate   {named(candidate.record)}  FORCED (break glass): not deployable")
+        for reason in plan.forced[:3]:
+            out(f"  unmet     {reason}")
+        out(_bytes_line(candidate))
+        if plan.production is not None:
+            out(f"will hold   {named(plan.production.record)} (production now)")
+        out(f"to apply:   {command}")
+        return
     out(
-        f"candidate   {candidate.record.record_id}  deployable — the newest earlier production "
+        f"candidate   {named(candidate.record)}  deployable — the newest earlier production "
         "record that is deployable now and has a fetchable copy"
         if not plan.rejected
-        else f"candidate   {candidate.record.record_id}  deployable — the newest earlier "
+        else f"candidate   {named(candidate.record)}  deployable — the newest earlier "
         f"production record that can take production ({len(plan.rejected)} passed over)"
     )
     out(_bytes_line(candidate))
@@ -392,7 +428,7 @@ def _rollback_text(plan: RollbackOutput, command: str) -> None:
     if candidate.unit:
         out("  unit      " + unit_text(candidate.unit))
     if plan.production is not None:
-        out(f"will hold   {plan.production.record.record_id} (production now)")
+        out(f"will hold   {named(plan.production.record)} (production now)")
     for rejected in plan.rejected[:2]:
         why = rejected.why if len(rejected.why) <= 100 else rejected.why[:97] + "..."
         out(f"passed over {rejected.record_id}  {why}")
@@ -408,7 +444,14 @@ def _rollback_text(plan: RollbackOutput, command: str) -> None:
 def rollback(
     ctx: typer.Context,
     model: ModelArg,
-    target: TargetOption,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            "-t",
+            help="Target name; default: the one target MODEL is production on.",
+        ),
+    ] = None,
     apply: Annotated[bool, typer.Option("--apply", help="Make the candidate production.")] = False,
     to: Annotated[
         str | None,
@@ -427,6 +470,19 @@ def rollback(
             "a drill that fails switches nothing (exit 1).",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Break glass (with --to): make it production although it is not deployable, "
+            "when all that keeps it out is staleness (runtime, target or suite changed since its "
+            "counting run). Never past a hold, a retirement or a failed run. Audited; marked "
+            "forced until a counting run; the gate passes it only with --accept-forced.",
+        ),
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask to confirm a --force --apply.")
+    ] = False,
     why: WhyOption = None,
     progress: Annotated[
         ProgressMode,
@@ -435,26 +491,51 @@ def rollback(
     json_out: JsonOption = False,
 ) -> int:
     """Name the last known-good record for MODEL on TARGET; --apply (with --why) makes it
-    production and holds the record rolled back from. Applying twice changes nothing."""
+    production and holds the record rolled back from. Applying twice changes nothing.
+    Records may be given as MODEL@vN (--to acme/chat@v2)."""
     if apply and (why is None or not why.strip()):
         raise InvalidInput("rollback --apply needs --why", "say why, e.g. --why 'incident 42'")
+    if force and to is None:
+        raise InvalidInput("rollback --force needs --to RECORD", "a break glass names its record")
     api = registry(ctx)
+    if target is None:
+        target = api.only_production_target(model)
+        say(f"target {target}: the one target {model} is production on")
     shown = progress_printer(progress) if drill else None
+    if apply and force and not yes:
+        planned = api.rollback_plan(model, target, to=to, force=True)
+        if planned.decision == "no_candidate":
+            raise NoRollbackCandidate.of_plan(planned)
+        if planned.forced and not typer.confirm(
+            f"force {to} to production on {target} although it is not deployable "
+            f"({'; '.join(planned.forced)})?",
+            err=True,
+        ):
+            raise InvalidInput("break glass not confirmed: nothing changed", "or pass --yes")
     if apply:
-        plan = api.rollback(model, target, why=why or "", to=to, drill=drill, progress=shown)
+        plan = api.rollback(
+            model, target, why=why or "", to=to, drill=drill, force=force, progress=shown
+        )
     elif drill:
         plan = api.drill_rollback(model, target, to=to, progress=shown)
     else:
-        plan = api.rollback_plan(model, target, to=to)
+        plan = api.rollback_plan(model, target, to=to, force=force)
         if plan.decision == "no_candidate":
+            if not json_out:
+                _rollback_text(plan, "")
             raise NoRollbackCandidate.of_plan(plan)  # exit 1, as an apply would
     code = 1 if plan.drill is not None and not plan.drill.passed else 0
     if json_out:
         emit(plan)
         return code
-    command = f"modelreg rollback {model} --target {target}" + (f" --to {to}" if to else "")
+    command = (
+        f"modelreg rollback {model} --target {target}"
+        + (f" --to {to}" if to else "")
+        + (" --force" if force else "")
+    )
     _rollback_text(plan, f"{command}{' --drill' if drill else ''} --apply --why '...'")
-    say(plan.message)
+    if plan.decision != "rollback" or plan.applied is not None or plan.drill is not None:
+        say(plan.message)  # (a plan's own lines say what it would do)
     say_next(plan)
     return code
 
@@ -482,19 +563,33 @@ def status(
             "fetchable copy.",
         ),
     ] = False,
+    accept_forced: Annotated[
+        bool,
+        typer.Option(
+            "--accept-forced",
+            help="With --expect-sha256: pass a production record a break-glass rollback forced "
+            "there while it is only stale.",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> int:
     """What runs where: model × target → production record, files, deployable now / stale /
-    held, where its bytes can be fetched, promoted when, by whom, why."""
+    held, where its bytes can be fetched, promoted when (UTC), by whom, why."""
     api = registry(ctx)
     if expect_sha256 is not None:
         if model is None or target is None:
             raise InvalidInput("--expect-sha256 needs MODEL and --target")
-        report = api.gated_status(model, target, expect_sha256)
+        report = api.gated_status(model, target, expect_sha256, accept_forced=accept_forced)
         gate = report.gate
         assert gate is not None
         if json_out:
             emit(report)
+        elif gate.passed and gate.forced:
+            say(
+                f"gate passed (FORCED): {gate.sha256} is a file of {gate.record_id}, production "
+                f"for {model} on {target} by a break-glass rollback, not deployable: "
+                + "; ".join(r.message for r in gate.reasons)
+            )
         elif gate.passed:
             say(
                 f"gate passed: {gate.sha256} is a file of {gate.record_id}, production for "
@@ -525,18 +620,20 @@ def _status_report(report: StatusOutput, json_out: bool, check: bool = False) ->
     for e in report.entries:
         v = e.deployability
         now = v.now if v.deployable else v.now.upper()
+        if e.forced:
+            now = f"FORCED ({now})"
         rows.append(
             (
                 e.model_id,
                 e.target,
-                e.record.record_id,
+                named(e.record),
                 now,
                 f"{e.promotion.at:%Y-%m-%d %H:%M}",
                 e.promotion.actor,
                 f"{e.promotion.action}: {e.promotion.why or ''}".rstrip(": "),
             )
         )
-    print(table(rows, ["model", "target", "production", "now", "since", "by", "why"]))
+    print(table(rows, ["model", "target", "production", "now", "since (UTC)", "by", "why"]))
     for e in report.entries:
         for f in e.record.files:
             out(f"{e.record.record_id}  {f.path}  sha256:{f.sha256}  at {e.record.location}")
@@ -557,6 +654,12 @@ def _status_report(report: StatusOutput, json_out: bool, check: bool = False) ->
             )
         elif approval is not None:
             out(f"{e.record.record_id}  on {e.target}: {_approval_text(approval)}")
+        if e.forced:
+            out(
+                f"{e.record.record_id}  on {e.target}: FORCED to production by a break-glass "
+                f"rollback ({e.promotion.actor}: {e.promotion.why}); the gate passes it only "
+                "with --accept-forced (or the target's accept_forced) until a counting run"
+            )
         if not e.deployability.deployable:
             for r in e.deployability.reasons:
                 out(
@@ -587,7 +690,8 @@ def history(
     ] = None,
     json_out: JsonOption = False,
 ) -> int:
-    """Adds, verifications, promotions, rollbacks, holds of MODEL, oldest first."""
+    """Adds, verifications, promotions, rollbacks, holds of MODEL, newest first (--json:
+    oldest first, the order they were committed in)."""
     report = registry(ctx).history(model, limit=limit, since=since, target=target)
     if json_out:
         emit(report)
@@ -596,15 +700,15 @@ def history(
         (
             f"{e.at:%Y-%m-%d %H:%M:%S}",
             e.kind,
-            e.record_id or "",
+            (f"v{e.record_version} " if e.record_version else "") + (e.record_id or ""),
             e.target or "",
             e.actor,
             e.why or "",
             e.summary,
         )
-        for e in report.events
+        for e in reversed(report.events)
     ]
-    print(table(rows, ["when", "event", "record", "target", "who", "why", "detail"]))
+    print(table(rows, ["when (UTC)", "event", "record", "target", "who", "why", "detail"]))
     return 0
 
 

@@ -62,6 +62,14 @@ def deploy(
             "produced under (exit 1 when they differ).",
         ),
     ] = False,
+    accept_forced: Annotated[
+        bool,
+        typer.Option(
+            "--accept-forced",
+            help="Take a production record a break-glass rollback forced there while it is "
+            "only stale (never a held, retired or failing one).",
+        ),
+    ] = False,
     progress: Annotated[
         ProgressMode,
         typer.Option("--progress", help="Fetch progress on stderr: auto, json or none."),
@@ -84,6 +92,7 @@ def deploy(
             target,
             to,
             check_runtime=check_runtime,
+            accept_forced=accept_forced,
             progress=shown if shown.enabled else None,
             on_start=shown.start if shown.enabled else None,
         )

@@ -70,7 +70,7 @@ from modelreg.rules import (
     RecordStateKind,
     StoredRun,
 )
-from modelreg.schemas.manifest import MODEL_ID_RE
+from modelreg.schemas.manifest import HANDLE_RE, MODEL_ID_RE
 from modelreg.steps import Step
 
 
@@ -90,7 +90,11 @@ class Reads:
     # -- records -----------------------------------------------------------------------------
 
     def record(self, ref: str) -> Record:
-        """A record by id or unique id prefix (``r_3f2a`` or ``3f2a``)."""
+        """A record by id or unique id prefix (``r_3f2a`` or ``3f2a``), or by its model's
+        version number (``acme/chat@v3``)."""
+        handle = HANDLE_RE.fullmatch(ref.strip())
+        if handle is not None:
+            return self._record_by_version(handle["model"], int(handle["version"]), ref.strip())
         if "/" in ref and MODEL_ID_RE.match(ref.strip()):
             shown = ref.strip()[:200]
             raise InvalidInput(
@@ -116,6 +120,14 @@ class Reads:
         if len(rows) > 1:
             raise AmbiguousRecord(ref, [r.id for r in rows])
         return record_of(rows[0])
+
+    def _record_by_version(self, model_id: str, version: int, ref: str) -> Record:
+        row = self.session.exec(
+            select(RecordRow).where(RecordRow.model_id == model_id, RecordRow.version == version)
+        ).first()
+        if row is None:
+            raise RecordNotFound(ref[:RECORD_REF_MAX])
+        return record_of(row)
 
     def search(self, text: str, limit: int) -> list[tuple[str, str, str | None]]:
         """(record id, how it matched — ``record_id`` or ``sha256`` — and the file that did)
@@ -195,9 +207,10 @@ class Reads:
                     col(r.created_at),
                     col(r.created_by),
                     col(r.hold_reasons_json),
+                    col(r.version),
                 ).where(col(r.id).in_(chunk))
             ).all()
-            for rid, model, fmt, source, license_, root, at, by, holds in rows:
+            for rid, model, fmt, source, license_, root, at, by, holds, version in rows:
                 found[rid] = Record(
                     id=rid,
                     model_id=model,
@@ -210,6 +223,7 @@ class Reads:
                     hold_reasons=tuple(json.loads(holds or "[]")),
                     manifest_json=None,
                     load_manifest_json=functools.partial(self._load_manifest_json, rid),
+                    version=version,
                 )
         return found
 

@@ -65,6 +65,7 @@ def record_of(row: RecordRow) -> Record:
         created_by=row.created_by,
         hold_reasons=tuple(json.loads(row.hold_reasons_json or "[]")),
         manifest_json=row.manifest_json,
+        version=row.version,
     )
 
 
@@ -126,6 +127,8 @@ class Promotion:
     owner: str | None = None
     limitations: tuple[str, ...] = ()
     retest_by: datetime | None = None
+    # A break-glass rollback: why the record was not deployable when it was forced there.
+    forced: tuple[str, ...] = ()
 
     @classmethod
     def from_row(cls, row: PromotionRow) -> Promotion:
@@ -144,6 +147,7 @@ class Promotion:
                 row.owner,
                 row.limitations_json,
                 row.retest_by,
+                row.forced_json,
             )
         )
 
@@ -151,7 +155,7 @@ class Promotion:
     def from_columns(cls, row: Any) -> Promotion:
         """From a row of ``promotion_columns()`` (plain columns: status reads thousands)."""
         id_, model_id, target, record_id, previous, action, at, actor, why = row[:9]
-        owner, limitations, retest_by = row[9:12]
+        owner, limitations, retest_by, forced = row[9:13]
         return cls(
             id_,
             model_id,
@@ -165,6 +169,7 @@ class Promotion:
             owner,
             tuple(json.loads(limitations)) if limitations else (),
             aware(retest_by) if retest_by is not None else None,
+            tuple(json.loads(forced)) if forced else (),
         )
 
     def step(self) -> PromotionStep:

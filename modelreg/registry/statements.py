@@ -63,6 +63,7 @@ def promotion_columns() -> Any:
         col(p.owner),
         col(p.limitations_json),
         col(p.retest_by),
+        col(p.forced_json),
     )
 
 

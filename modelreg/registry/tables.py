@@ -51,7 +51,10 @@ class ModelRow(SQLModel, table=True):
 
 class RecordRow(SQLModel, table=True):
     __tablename__ = "records"
-    __table_args__ = (Index("uq_records_identity_sha256", "identity_sha256", unique=True),)
+    __table_args__ = (
+        Index("uq_records_identity_sha256", "identity_sha256", unique=True),
+        Index("uq_records_model_version", "model_id", "version", unique=True),
+    )
 
     id: str = Field(primary_key=True, max_length=32)
     manifest_sha256: str = Field(unique=True, max_length=64)
@@ -72,6 +75,9 @@ class RecordRow(SQLModel, table=True):
     root: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(default_factory=utcnow, sa_column=_when(index=True))
     created_by: str = Field(max_length=200)
+    # The model's own number for the record (``acme/chat@v3``), given at add in the order the
+    # model's records were added. Nullable in the schema only because migration 0013 added it.
+    version: int | None = Field(default=None)
 
 
 class RecordFileRow(SQLModel, table=True):
@@ -146,6 +152,9 @@ class PromotionRow(SQLModel, table=True):
     owner: str | None = Field(default=None, max_length=200)
     limitations_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     retest_by: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    # A break-glass rollback (migration 0013): the reasons the record was not deployable when it
+    # was forced to production (a JSON list); None for every other promotion.
+    forced_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class EventRow(SQLModel, table=True):

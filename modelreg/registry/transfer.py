@@ -47,6 +47,7 @@ from modelreg.registry.tables import (
     TargetRow,
     VerificationRow,
 )
+from modelreg.registry.writes import number_records
 from modelreg.schemas.manifest import first_error, load_manifest, record_id_for
 from modelreg.schemas.output import ExportOutput, ImportOutput
 from modelreg.steps import Step
@@ -392,6 +393,7 @@ def import_rows(
             for row in imported.rows_to_write(session):
                 session.add(row)
                 session.flush()
+            number_records(session)
             _import_targets(session, targets, actor, f"import of {source} ({file_sha256})")
             for model_id, added in sorted(imported.per_model().items()):
                 session.add(

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, func, select
 
 from modelreg.clock import utcnow
 from modelreg.record import Record
@@ -46,6 +46,29 @@ from modelreg.rules import (
 )
 from modelreg.schemas.manifest import Manifest
 from modelreg.schemas.verification import CheckResult
+
+
+def next_version(session: Session, model_id: str) -> int:
+    """The number the model's next record gets (``v1`` for its first): one more than its
+    highest, read under the model's lock (and a unique index behind it)."""
+    highest = session.exec(
+        select(func.max(RecordRow.version)).where(RecordRow.model_id == model_id)
+    ).one()
+    return int(highest or 0) + 1
+
+
+def number_records(session: Session) -> None:
+    """Give every record without a number (an import's) the next numbers of its model, in the
+    order the records were added."""
+    unnumbered = session.exec(
+        select(RecordRow)
+        .where(col(RecordRow.version).is_(None))
+        .order_by(col(RecordRow.created_at), col(RecordRow.id))
+    ).all()
+    for row in unnumbered:
+        row.version = next_version(session, row.model_id)
+        session.add(row)
+        session.flush()
 
 
 class Writes(Reads):
@@ -101,6 +124,8 @@ class Writes(Reads):
             self.session.add(ModelRow(model_id=manifest.model_id, created_at=now))
             self.session.flush()
         rows = record_rows(manifest, manifest.record_id, identity, str(root), now, actor)
+        assert isinstance(rows[0], RecordRow)
+        rows[0].version = next_version(self.session, manifest.model_id)
         self.session.add(rows[0])
         self.session.flush()  # the record first: its files refer to it
         self.session.add_all(rows[1:])
@@ -132,9 +157,11 @@ class Writes(Reads):
         owner: str | None = None,
         limitations: Sequence[str] = (),
         retest_by: datetime | None = None,
+        forced: Sequence[str] = (),
     ) -> Promotion:
         """Make ``record`` production on ``target``, with its approval record (owner, known
-        limitations, re-test date) and its event."""
+        limitations, re-test date) and its event. ``forced``: a break-glass rollback, with the
+        reasons the record is not deployable (kept on the row and in the event)."""
         current = self.production(self._model(), target)
         previous = current.record_id if current else None
         row = PromotionRow(
@@ -149,6 +176,7 @@ class Writes(Reads):
             owner=owner,
             limitations_json=json.dumps(list(limitations)) if limitations else None,
             retest_by=retest_by,
+            forced_json=json.dumps(list(forced)) if forced else None,
         )
         self.session.add(row)
         self.session.flush()
@@ -160,6 +188,8 @@ class Writes(Reads):
             approval["limitations"] = list(limitations)
         if retest_by is not None:
             approval["retest_by"] = retest_by.isoformat()
+        if forced:
+            approval["forced"] = list(forced)
         self.event(
             action, actor, record.id, target, why, {"previous_record_id": previous} | approval
         )

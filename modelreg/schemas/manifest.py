@@ -60,6 +60,10 @@ from modelreg.textsafe import confusable_warning, for_terminal
 
 _MODEL_ID_PART = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MODEL_ID_PART_MAX - 1}}}"
 MODEL_ID_RE = re.compile(rf"\A{_MODEL_ID_PART}/{_MODEL_ID_PART}\Z")
+# A record's handle: its model and the version number it was given at add (``acme/chat@v3``).
+HANDLE_RE = re.compile(
+    rf"\A(?P<model>{_MODEL_ID_PART}/{_MODEL_ID_PART})@v(?P<version>[0-9]{{1,9}})\Z"
+)
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _HF_PIN_RE = re.compile(r"^hf://(?P<repo>[^/@\s]+/[^/@\s]+)@(?P<rev>[0-9a-f]{40})$")
 _HF_ANY_RE = re.compile(r"^hf://(?P<repo>[^/@\s]+/[^/@\s]+)(?:@(?P<rev>\S*))?$")

@@ -237,6 +237,12 @@ class RollbackInput(_In):
     to: Annotated[str, WithJsonSchema(_RECORD_REF_SCHEMA)] | None = Field(
         default=None, description="Roll back to this record (checked as ``record_ref``)."
     )
+    force: bool = Field(
+        default=False,
+        description="Break glass (with `to`): make it production although it is not deployable, "
+        "when all that keeps it out is staleness. Audited, marked forced until a counting run; "
+        "the gate passes it only where forced entries are accepted.",
+    )
 
 
 Location = Annotated[

@@ -144,11 +144,18 @@ def gate(
     model: ModelQuery,
     target: TargetQuery,
     sha256: Sha256Query,
+    accept_forced: Annotated[
+        bool,
+        Query(
+            description="Pass a production record a break-glass rollback forced there while "
+            "it is only stale (`forced` in the answer says so)."
+        ),
+    ] = False,
 ) -> Response:
     """The deploy gate: 200 when ``sha256`` is a file of the production record of
-    ``model`` on ``target`` and that record is deployable there now; 409 with the reasons
-    otherwise."""
-    result = registry.gate(model, target, sha256)
+    ``model`` on ``target`` and that record is deployable there now (or forced there and
+    accepted); 409 with the reasons otherwise."""
+    result = registry.gate(model, target, sha256, accept_forced=accept_forced)
     return json_response(result, 200 if result.passed else 409)
 
 
@@ -481,6 +488,7 @@ def rollback(registry: RegistryDep, who: Releaser, body: RollbackInput) -> Respo
             body.target,
             why=body.why,
             to=record_ref(body.to) if body.to is not None else None,
+            force=body.force,
             actor=who.actor,
         )
     )

@@ -52,9 +52,9 @@ def test_promote_rollback_history(cli, smollm2: Path, scaled_smollm2: Path) -> N
 
     code, out, err = cli("rollback", SMOL_ID, "--target", "cpu")
     assert code == 0
-    assert out.splitlines()[0].startswith(f"production  {newer}")
-    assert f"candidate   {good}" in out and "llama-cpp-python 0.3.36" in out
-    assert f"will hold   {newer}" in out and "--apply --why" in out
+    assert out.splitlines()[0].startswith("production  v") and newer in out.splitlines()[0]
+    assert f" {good}  deployable" in out and "llama-cpp-python 0.3.36" in out
+    assert out.startswith("production") and "will hold   v" in out and "--apply --why" in out
     assert len((out + err).splitlines()) <= 10 and "lib /" not in out
 
     code, _, err = cli("rollback", SMOL_ID, "--target", "cpu", "--apply")
@@ -74,8 +74,8 @@ def test_promote_rollback_history(cli, smollm2: Path, scaled_smollm2: Path) -> N
     code, out, _ = cli("status")
     assert code == 0
     header, row = out.splitlines()[:2]
-    assert header.split() == ["model", "target", "production", "now", "since", "by", "why"]
-    assert row.split()[:4] == [SMOL_ID, "cpu", good, "deployable"]
+    assert header.split() == ["model", "target", "production", "now", "since", "(UTC)", "by", "why"]
+    assert row.split()[:5] == [SMOL_ID, "cpu", "v1", good, "deployable"]
     assert "rollback: incident" in row
 
     code, out, _ = cli("history", SMOL_ID, "--json")

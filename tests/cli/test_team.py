@@ -213,7 +213,7 @@ def test_the_rollback_plan_says_where_the_candidates_bytes_are(cli) -> None:
     registry.locate(r1, ["s3://models/alpha/v1"])
     code, out, _ = cli("rollback", "rules/alpha", "--target", "cpu")
     assert code == 0
-    candidate = out.split(f"candidate   {r1}", 1)[1]
+    candidate = out.split(f"candidate   v1 {r1}", 1)[1]
     # The copy that can be fetched from here (this host has no AWS credentials).
     assert "  bytes     file://" in candidate and r1 in candidate.splitlines()[1]
     code, out, _ = cli("rollback", "rules/alpha", "--target", "cpu", "--json")

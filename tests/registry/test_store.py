@@ -169,7 +169,7 @@ def test_migration_from_0001_keeps_data_ids_and_marks_old_evidence_stale(
     _insert_0001_record(engine, twin, twin_id, str(built.root), "2026-01-02 00:00:00")
     migrate(engine)
     assert current_revision(engine) == SCHEMA_HEAD
-    registry = modelreg.api.Registry(Store(engine), db_url)
+    registry = modelreg.Registry(Store(engine), db_url)
     record = registry.get(old_id)
     assert record.id == old_id and record.manifest == built.manifest
     assert registry.get(twin_id).id == twin_id
@@ -278,6 +278,29 @@ def _old_event(
     )
 
 
+def _old_record(engine: Any) -> str:
+    """A synthetic record as a 0005 database holds it (the ORM of today writes columns it
+    lacks), with its add event."""
+    from datetime import UTC, datetime
+
+    from modelreg.registry.rows import record_rows
+    from modelreg.registry.tables import ModelRow
+    from tests.helpers import synthetic_manifest
+
+    manifest = synthetic_manifest(1, "rules/alpha")
+    now = datetime.now(UTC)
+    rows = record_rows(
+        manifest, manifest.record_id, manifest.identity_digest(), "/synthetic", now, "tester"
+    )
+    with engine.begin() as c:
+        c.execute(ModelRow.__table__.insert().values(model_id="rules/alpha", created_at=now))  # type: ignore[attr-defined]
+        for row in rows:
+            values = {k: v for k, v in row.model_dump().items() if v is not None}
+            c.execute(type(row).__table__.insert().values(**values))  # type: ignore[attr-defined]
+        _old_event(c, "add", "tester", manifest.record_id, '{"root": "/synthetic"}')
+    return manifest.record_id
+
+
 def _old_promotion(engine: Any, record: str) -> None:
     """A promotion as a 0005 database holds it (no approval columns), with its event."""
     from datetime import UTC, datetime
@@ -334,15 +357,9 @@ def _old_run(engine: Any, record: str) -> None:
 def test_migration_0006_keeps_0005_data_and_adds_the_team_tables(
     db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from modelreg.registry import hooks
-    from tests.helpers import add_synthetic
-
     engine = create_registry_engine(db_url)
     migrate(engine, "0005")
-    old = modelreg.Registry(Store(engine), db_url)
-    with monkeypatch.context() as old_code:
-        old_code.setattr(hooks, "enqueue", lambda session, event: None)  # no outbox in 0005
-        record = add_synthetic(old, 1, fetchable=False)  # a 0005 database: no locations table
+    record = _old_record(engine)  # a 0005 database: no locations table, no versions
     _old_run(engine, record)
     _old_promotion(engine, record)
 
@@ -351,6 +368,8 @@ def test_migration_0006_keeps_0005_data_and_adds_the_team_tables(
     registry = modelreg.open(db_url)
     (entry,) = registry.status().entries
     assert (entry.record.record_id, entry.promotion.actor) == (record, "old-admin")
+    # Migration 0013: the record is numbered, and its handle names it.
+    assert entry.record.handle == "rules/alpha@v1" and registry.get("rules/alpha@v1").id == record
     assert entry.locations == []  # the host that added it was not recorded: no guessed location
     assert [r.record.record_id for r in registry.records().records] == [record]
     assert [e.kind for e in registry.history("rules/alpha").events] == ["add", "verify", "promote"]

@@ -169,7 +169,7 @@ def test_the_token_name_is_the_actor_of_every_event(served: Served, client_of: C
         "/api/v1/rollback", json={"model": MODEL, "target": "cpu", "why": "incident 7"}
     )
     assert again.status_code == 200 and again.json()["applied"] is None
-    assert again.json()["message"].startswith("already rolled back")
+    assert again.json()["message"].startswith("nothing changed: already rolled back")
     for body in ({}, {"why": ""}):  # release says why, as hold and retire do
         refused = releaser.post(f"/api/v1/records/{r2}/release", json=body)
         assert "'why'" in _error(refused, 422, "invalid_input")["message"]

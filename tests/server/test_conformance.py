@@ -373,6 +373,8 @@ def test_every_http_limit_is_in_the_openapi_document(tmp_path: Path) -> None:
         ("POST /api/v1/records/{record_id}/promote", "body accept_relaxed_gate"): {},
         ("POST /api/v1/rollback", "body model"): model,
         ("POST /api/v1/rollback", "body to"): record_ref,
+        ("POST /api/v1/rollback", "body force"): {"type": "boolean"},
+        ("GET /api/v1/gate", "query accept_forced"): {"type": "boolean"},
         ("POST /api/v1/records/{record_id}/runs", "body host"): {"maxLength": limits.HOST_MAX},
         ("POST /api/v1/records/{record_id}/runs", "body fingerprint"): {"maxProperties": 200},
         ("POST /api/v1/records/{record_id}/runs", "body checks"): {"maxItems": 100},

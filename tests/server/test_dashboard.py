@@ -158,7 +158,7 @@ def test_matrix_record_and_rollback_pages(
     # ...and to its rollback page: the plan and the exact command.
     page.click("a.rollback-link")
     page.wait_for_selector("#rollback-command")
-    assert f"rollback would make {ids['first']} production" in page.inner_text("#plan-message")
+    assert f"({ids['first']}) production" in page.inner_text("#plan-message")
     assert page.inner_text("#rollback-command") == (
         f"modelreg rollback {SMOL} --target cpu --apply --why '…'"
     )

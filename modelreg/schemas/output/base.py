@@ -86,6 +86,15 @@ class RecordOut(_Out):
 
     record_id: str
     model_id: str
+    version: int | None = Field(
+        default=None,
+        description="The model's own number for the record, given at add in the order its "
+        "records were added (None only for a record not stored).",
+    )
+    handle: str | None = Field(
+        default=None,
+        description="`MODEL@vN`: usable wherever a record id is (`acme/chat@v3`).",
+    )
     format: str
     source: str | None
     license: str | None
@@ -150,6 +159,11 @@ class PromotionOut(_Out):
     owner: str | None = None
     limitations: list[str] = Field(default_factory=list)
     retest_by: date | None = None
+    forced: list[str] = Field(
+        default_factory=list,
+        description="A break-glass rollback (`rollback --to R --force`): why the record was not "
+        "deployable when it was forced to production. Empty for every other promotion.",
+    )
 
 
 class RunOut(_Out):

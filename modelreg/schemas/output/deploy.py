@@ -128,9 +128,23 @@ class DeployedOut(_Out):
 
 
 class RejectedCandidate(_Out):
+    """An earlier production record of the target, and whether it can take production now."""
+
     record_id: str
+    handle: str | None = Field(default=None, description="`MODEL@vN`, usable as `--to`.")
+    usable: bool = Field(
+        default=False, description="Deployable there now with a fetchable copy: `--to` works."
+    )
     why: str
-    next: StepOut | None = Field(default=None, description="What would make it a candidate.")
+    next: StepOut | None = Field(
+        default=None,
+        description="The rollback to it (usable), else what would make it a candidate.",
+    )
+    force: StepOut | None = Field(
+        default=None,
+        description="The break-glass rollback to it, when only staleness keeps it out "
+        "(runtime, target or suite changed since its counting run) and its bytes are verified.",
+    )
 
 
 class DrillCaseOut(_Out):
@@ -190,6 +204,15 @@ class RollbackOutput(Output):
         default=None, description="Set when production was put there by a rollback already."
     )
     rejected: list[RejectedCandidate] = Field(default_factory=list)
+    earlier: list[RejectedCandidate] = Field(
+        default_factory=list,
+        description="With nothing to do (already rolled back): every earlier production record "
+        "still a candidate, newest first, whether it is usable now and the exact command.",
+    )
+    forced: list[str] = Field(
+        default_factory=list,
+        description="A break-glass rollback (force): the reasons the record is not deployable.",
+    )
     drill: DrillOut | None = Field(
         default=None,
         description="With --drill: the drill run against the candidate; a failed drill "
@@ -214,6 +237,12 @@ class StatusEntry(_Out):
     record: RecordOut
     deployability: DeployabilityOut
     promotion: PromotionOut
+    forced: list[str] = Field(
+        default_factory=list,
+        description="Production forced there by a break-glass rollback, and no counting run of "
+        "it there since: why it was not deployable (empty otherwise). The gate passes it only "
+        "where forced entries are accepted.",
+    )
     unit: dict[str, str] = Field(default_factory=dict, description=UNIT_DESCRIPTION)
     locations: list[str] = Field(
         default_factory=list, description="Where the production record's bytes can be fetched."
@@ -240,6 +269,12 @@ class GateOutput(_Out):
     passed: bool
     record_id: str | None
     reasons: list[ReasonOut]
+    forced: bool = Field(
+        default=False,
+        description="Passed only because forced entries are accepted (the caller's "
+        "accept_forced, or the target's): production is a break-glass rollback's, not "
+        "deployable — `reasons` say why.",
+    )
 
 
 class StatusOutput(Output):
@@ -253,6 +288,9 @@ class EventOut(_Out):
     actor: str
     kind: str
     record_id: str | None
+    record_version: int | None = Field(
+        default=None, description="The record's version number in its model (`MODEL@vN`)."
+    )
     target: str | None
     why: str | None
     summary: str = Field(description="What happened, in words (from the rules, not stored text).")
