@@ -58,7 +58,7 @@ def test_two_incidents_in_a_row_fit_the_budget_and_the_break_glass_is_audited() 
     assert "history" not in " ".join(c for c, _, _ in sections["incident 2"])
     assert any(line.startswith("production  v1 ") for line in applied), applied
     # Holding production says what a rollback is left with.
-    ((_, held, _),) = sections["(or, holding v2 first"]
+    ((_, held, _),) = sections["(then"]
     assert "no rollback candidate" in held[0] and "rolled back from" in held[0]
     # Incident 3: the suite grew mid-incident; the rollback is still possible, with the reason.
     _attach, plan3, forced = sections["incident 3"]
