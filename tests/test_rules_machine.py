@@ -206,6 +206,41 @@ def as_team_service() -> Any:
         yield
 
 
+class _HeldReceiver:
+    """A webhook receiver on loopback that holds each POST until released, then answers
+    ``status``: a delivery in flight for as long as a step needs."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.arrived, self.release = threading.Event(), threading.Event()
+        self.posts, self.status = 0, 200
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                receiver.posts += 1
+                receiver.arrived.set()
+                receiver.release.wait(10)
+                self.send_response(receiver.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class RegistryMachine(RuleBasedStateMachine):
     records = Bundle("records")
     backend = "sqlite"
@@ -264,6 +299,7 @@ class RegistryMachine(RuleBasedStateMachine):
         # Webhook id -> (its events, the newest event id before it was added, the newest
         # before it was removed or None): what the outbox must hold for it.
         self.hooks: dict[int, tuple[frozenset[str], int, int | None]] = {}
+        self.receiver: _HeldReceiver | None = None
         self._add_hook(frozenset(EVENTS))
 
     def _url(self) -> str:
@@ -283,6 +319,8 @@ class RegistryMachine(RuleBasedStateMachine):
         return f"{PG_URL}{separator}options=-csearch_path%3D{self.schema}"
 
     def teardown(self) -> None:
+        if self.receiver is not None:
+            self.receiver.close()
         self.registry.store.engine.dispose()
         self.team.store.engine.dispose()
         if self.schema is not None:
@@ -1117,6 +1155,46 @@ class RegistryMachine(RuleBasedStateMachine):
             kinds_of, added, _ = self.hooks[live[0]]
             self.hooks[live[0]] = (kinds_of, added, before)
 
+    @rule(record=records, status=st.sampled_from([200, 500]))
+    def remove_during_delivery(self, record: str, status: int) -> None:
+        """Issue 44: a webhook removed while its attempt is in flight is sent nothing more —
+        whatever its receiver then answers (a 500 would be a retry, had it lived)."""
+        import threading
+
+        if self.receiver is None:
+            self.receiver = _HeldReceiver()
+        receiver = self.receiver
+        receiver.arrived.clear()
+        receiver.release.clear()
+        receiver.status = status
+        before = self._newest_event_id()
+        hook = self.registry.add_webhook(receiver.url, ["hold", "release"]).webhook
+        self.hooks[hook.id] = (frozenset({"hold", "release"}), before, None)
+        state = stored(self.registry).state(record).state.value
+        if state == "retired":
+            return
+        if state == "held":
+            self.release(record)
+        else:
+            self.hold(record)
+        sender = threading.Thread(target=lambda: self.registry.deliver_webhooks(limit=1000))
+        sender.start()
+        assert receiver.arrived.wait(10), "the delivery never reached the receiver"
+        removed_at = self._newest_event_id()
+        assert self.registry.remove_webhook(hook.id, why="machine: in flight").changed
+        self.hooks[hook.id] = (frozenset({"hold", "release"}), before, removed_at)
+        posts = receiver.posts
+        receiver.release.set()
+        sender.join(20)
+        with self.registry.store.engine.connect() as connection:
+            states = connection.execute(
+                text("SELECT status FROM webhook_deliveries WHERE webhook_id = :h"), {"h": hook.id}
+            ).all()
+        assert {s for (s,) in states} <= {"cancelled", "delivered"}, states
+        self.registry.deliver_webhooks(limit=1000)  # nothing of a removed hook is sent
+        assert receiver.posts == posts
+        SEEN["webhook removed in flight"] += 1
+
     @invariant()
     def every_event_is_in_the_outbox_of_each_hook_live_then(self) -> None:
         """Invariant (the fleet): each committed event of a kind a webhook is sent has exactly
@@ -1531,6 +1609,8 @@ def test_a_tour_of_the_break_glass(monkeypatch: pytest.MonkeyPatch) -> None:
             lambda: machine.forced_rollback(first, far=False, grow_suite=True),
             lambda: machine.verify_run(first, "pass", "full", far=False),
             lambda: machine.forced_rollback(second, far=False, grow_suite=False),  # held: no
+            lambda: machine.remove_during_delivery(second, 500),
+            lambda: machine.remove_during_delivery(first, 200),
         ):
             step()
             _invariants(machine)
@@ -1541,5 +1621,6 @@ def test_a_tour_of_the_break_glass(monkeypatch: pytest.MonkeyPatch) -> None:
         "break glass offered",
         "forced rollback",
         "forced mark cleared by a counting run",
+        "webhook removed in flight",
     ):
         assert SEEN[reached] > 0, f"the tour never reached {reached!r}: {dict(SEEN)}"
