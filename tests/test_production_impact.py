@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 
 import modelreg
-from modelreg.api.impact import DRY_RUN_NOTE
+from modelreg.cli.suites import DRY_RUN_NOTE
 from tests.helpers import add_synthetic, key_pair, record_run, suite_evidence
 from tests.test_trust import _signed_run
 

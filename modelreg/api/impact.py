@@ -25,9 +25,6 @@ if TYPE_CHECKING:
     from modelreg.registry.writes import Writes
     from modelreg.rules import Deployability
 
-DRY_RUN_NOTE = "dry run: nothing written"
-
-
 class DryRun(Exception):
     """Raised inside a write's transaction to roll it back: a dry run writes nothing."""
 

@@ -20,6 +20,7 @@ suite_app = typer.Typer(
 app.add_typer(suite_app, name="suite")
 
 SuiteArg = Annotated[str, typer.Argument(metavar="SUITE", help="Suite file, or 'default-chat'.")]
+DRY_RUN_NOTE = "dry run: nothing written"
 DryRunOption = Annotated[
     bool,
     typer.Option(
@@ -50,7 +51,7 @@ def say_production_affected(
         if change.next is not None:
             say(f"    re-verify: {command_of(change.next)}")
     if dry_run:
-        say("dry run: nothing written")
+        say(DRY_RUN_NOTE)
 
 
 @suite_app.command("check")
@@ -162,5 +163,5 @@ def add_case(
         say_next(result)
         say_production_affected(result.production_affected, False, when="once attached")
         if result.dry_run:
-            say("dry run: nothing written")
+            say(DRY_RUN_NOTE)
     return 0
