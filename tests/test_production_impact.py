@@ -435,3 +435,22 @@ def test_cli_dry_run_of_a_missing_model_is_exit_2_and_writes_nothing(
     )
     assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) <= 2
     assert _rows(registry) == before
+
+
+def test_dry_runs_write_nothing_on_either_backend(db_url: str, tmp_path: Path) -> None:
+    """The same transaction, rolled back: on PostgreSQL too (where the writes hold row locks
+    and the settling lock until the transaction ends)."""
+    registry = modelreg.open(db_url)
+    registry.define_targets(_targets(tmp_path, _here()))
+    record = _production(registry, target="edge")
+    before = _rows(registry)
+    attach = registry.attach_suite(MODEL, _suite(tmp_path), dry_run=True)
+    edit = registry.define_targets(_targets(tmp_path, _here(memory_gib=32), "e.yaml"), dry_run=True)
+    remove = registry.remove_target("edge", dry_run=True)
+    assert _rows(registry) == before
+    assert [(c.record_id, c.after) for c in attach.production_affected] == [(record, "stale")]
+    assert [(c.record_id, c.after) for c in edit.production_affected] == [(record, "stale")]
+    assert [(c.record_id, c.after) for c in remove.production_affected] == [(record, "failing")]
+    # And the writes after them go through: no lock was left behind.
+    assert registry.attach_suite(MODEL, _suite(tmp_path)).production_affected
+    assert _rows(registry) != before
