@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from modelreg.registry.writes import Writes
     from modelreg.rules import Deployability
 
+
 class DryRun(Exception):
     """Raised inside a write's transaction to roll it back: a dry run writes nothing."""
 
