@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from modelreg import config
 from modelreg.api.core import Core, _check_why
+from modelreg.api.impact import DryRun, production_changes, production_on, watch
 from modelreg.api.views import _token_out, _webhook_out
 from modelreg.errors import (
     InvalidInput,
@@ -16,6 +17,7 @@ from modelreg.errors import (
     Unauthorized,
 )
 from modelreg.schemas.output import (
+    ProductionChangeOut,
     TargetsChangeOutput,
     TokenCreateOutput,
     TokenRevokeOutput,
@@ -38,11 +40,19 @@ if TYPE_CHECKING:
 class Team(Core):
     """The team service's shared state: target definitions, API tokens and webhooks."""
 
-    def define_targets(self, path: Path, *, actor: str | None = None) -> TargetsChangeOutput:
+    def define_targets(
+        self, path: Path, *, actor: str | None = None, dry_run: bool = False
+    ) -> TargetsChangeOutput:
         """Apply the targets of a YAML file (the targets.yaml format) to the registry: every
         reader sees the same definitions, with the trusted keys and suite files they name read
         and stored in them. A definition replaces the stored one of that name; each change is
-        an event, and evidence judged under the old definition is stale from then on."""
+        an event, and evidence judged under the old definition is stale from then on.
+
+        The answer names every production entry on the changed targets the change makes
+        stale or failing — a new memory size, runtime, suite or trusted key
+        (``production_affected``, each with the step that re-verifies it), read from the
+        verdicts before and after it in its own transaction. ``dry_run``: the same answer
+        from the same transaction, rolled back — nothing written."""
         from modelreg.targets import (
             TARGET_NAME_RE,
             builtin_names,
@@ -65,24 +75,63 @@ class Team(Core):
                 )
             if name in builtin_names():
                 raise InvalidInput(f"{path}: target {name!r} is built in and cannot be redefined")
-        changes = self.store.define_targets(
+        changes, affected = self._define(
             {name: spec_as_json(spec) for name, spec in specs.items()},
             actor or config.actor(),
             str(path),
+            dry_run,
         )
         changed = [n for n, c in changes.items() if c != "unchanged"]
+        verb = "would apply" if dry_run else "applied"
         message = (
-            f"applied to the registry: {', '.join(f'{n} ({changes[n]})' for n in changed)}"
+            f"{verb} to the registry: {', '.join(f'{n} ({changes[n]})' for n in changed)}"
             if changed
             else "nothing changed: the registry already has these definitions"
         )
-        return TargetsChangeOutput(changes=changes, message=message, targets=self.targets().targets)
+        return TargetsChangeOutput(
+            changes=changes,
+            message=message,
+            targets=self.targets().targets,
+            production_affected=affected,
+            dry_run=dry_run,
+        )
+
+    def _define(
+        self, specs: dict[str, dict[str, Any]], actor: str, origin: str, dry_run: bool
+    ) -> tuple[dict[str, str], list[ProductionChangeOut]]:
+        """Store the definitions in one transaction, with the production entries they change.
+        A definition added concurrently under the same name (PostgreSQL) makes the
+        transaction start over and see it."""
+        from sqlalchemy.exc import IntegrityError as RowConflict
+
+        for attempt in (1, 2):
+            try:
+                with self.store.write() as tx:
+                    watched = watch(tx, production_on(tx, list(specs)))
+                    changes = tx.define_targets(specs, actor, origin)
+                    affected = production_changes(tx, watched)
+                    if dry_run:
+                        raise DryRun
+                return changes, affected
+            except DryRun:
+                return changes, affected
+            except RowConflict:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def remove_target(
-        self, name: str, *, why: str | None = None, actor: str | None = None
+        self,
+        name: str,
+        *,
+        why: str | None = None,
+        actor: str | None = None,
+        dry_run: bool = False,
     ) -> TargetsChangeOutput:
         """Remove a shared target definition. Evidence gathered on it is kept; records
-        production there read "target no longer defined" until it is defined again."""
+        production there read "target no longer defined" until it is defined again — the
+        answer names them (``production_affected``). ``dry_run``: the same answer, nothing
+        written."""
         from modelreg.targets import builtin_names
 
         _check_why(why)
@@ -92,21 +141,32 @@ class Team(Core):
         # (a newer field, a bad path) can still be removed.
         with self.store.read() as reads:
             shared = {t.name for t in reads.target_specs()}
-        with self.store.write() as tx:
-            removed = tx.remove_target(name, actor or config.actor(), why)
-            production = [p.model_id for p in tx.productions(None, name)]
+        try:
+            with self.store.write() as tx:
+                watched = watch(tx, production_on(tx, [name]))
+                removed = tx.remove_target(name, actor or config.actor(), why)
+                affected = production_changes(tx, watched)
+                if dry_run:
+                    raise DryRun
+        except DryRun:
+            pass
         if not removed:
             from modelreg.api.core import _unapplied
 
             raise TargetNotFound(name, sorted(shared), _unapplied(name))
-        message = f"removed shared target {name}"
+        production = [p.model_id for p in watched.promotions]
+        message = f"{'would remove' if dry_run else 'removed'} shared target {name}"
         if production:
             message += (
                 f". WARNING: production records on {name} ({', '.join(production)}) are no "
                 f"longer deployable there until {name} is defined again"
             )
         return TargetsChangeOutput(
-            changes={name: "removed"}, message=message, targets=self.targets().targets
+            changes={name: "removed"},
+            message=message,
+            targets=self.targets().targets,
+            production_affected=affected,
+            dry_run=dry_run,
         )
 
     def create_token(self, name: str, role: str, *, actor: str | None = None) -> TokenCreateOutput:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from modelreg.cli.app import JsonOption, ModelArg, WhyOption, app, registry
-from modelreg.cli.render import emit, say
+from modelreg.cli.render import command_of, emit, say, say_next
+
+if TYPE_CHECKING:
+    from modelreg.schemas.output import ProductionChangeOut
 
 suite_app = typer.Typer(
     help="Golden suites: thresholds fixed before results, attached to a model or a target.",
@@ -17,6 +20,38 @@ suite_app = typer.Typer(
 app.add_typer(suite_app, name="suite")
 
 SuiteArg = Annotated[str, typer.Argument(metavar="SUITE", help="Suite file, or 'default-chat'.")]
+DRY_RUN_NOTE = "dry run: nothing written"
+DryRunOption = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Show what it would change and which production entries it would take out; "
+        "write nothing.",
+    ),
+]
+
+
+def say_production_affected(
+    affected: list[ProductionChangeOut], dry_run: bool, *, when: str | None = None
+) -> None:
+    """The production entries a change of the gate takes out (or brings back), each with the
+    command that re-verifies it; then, for a dry run, that nothing was written. ``when``:
+    the change is not this command's but a later one's ("once attached")."""
+    if affected:
+        verb = f"{when}, would change" if when else "would change" if dry_run else "changed"
+        n = len(affected)
+        say(f"production {verb}: {n} entr{'y' if n == 1 else 'ies'}")
+    for change in affected:
+        after = change.after if change.after == "deployable" else change.after.upper()
+        why = "; ".join(r.message for r in change.reasons)
+        say(
+            f"  {change.model_id} on {change.target}: {change.record_id} {change.before} -> "
+            f"{after}" + (f" ({why})" if why else "")
+        )
+        if change.next is not None:
+            say(f"    re-verify: {command_of(change.next)}")
+    if dry_run:
+        say(DRY_RUN_NOTE)
 
 
 @suite_app.command("check")
@@ -65,33 +100,43 @@ def attach(
     model: ModelArg,
     suite: SuiteArg,
     why: WhyOption = None,
+    dry_run: DryRunOption = False,
     json_out: JsonOption = False,
 ) -> int:
     """Attach SUITE to MODEL: every verify of its records runs it; runs under another suite
     stop counting. A new version of an attached suite needs --why; history shows what
     changed, and a record that failed the earlier version needs a releaser's acceptance of a
-    pass under a weaker one (promote --accept-relaxed-gate)."""
-    result = registry(ctx).attach_suite(model, suite, why=why)
+    pass under a weaker one (promote --accept-relaxed-gate). Says which production entries it
+    makes stale or failing, and the command that re-verifies each; --dry-run shows the same
+    and writes nothing."""
+    result = registry(ctx).attach_suite(model, suite, why=why, dry_run=dry_run)
     if json_out:
         emit(result)
     else:
         say(f"{result.message} (sha256 {result.sha256}, {result.cases} cases)")
         for line in result.changes:
             say(f"  {'weakens: ' if line in result.weakens else 'changed: '}{line}")
+        say_production_affected(result.production_affected, result.dry_run)
     return 0
 
 
 @suite_app.command("detach")
 def detach(
-    ctx: typer.Context, model: ModelArg, why: WhyOption = None, json_out: JsonOption = False
+    ctx: typer.Context,
+    model: ModelArg,
+    why: WhyOption = None,
+    dry_run: DryRunOption = False,
+    json_out: JsonOption = False,
 ) -> int:
     """Detach MODEL's suite (the target's suite, or the golden prompts, apply again); needs
-    --why."""
-    result = registry(ctx).detach_suite(model, why=why)
+    --why. Says which production entries it makes stale or failing; --dry-run shows the same
+    and writes nothing."""
+    result = registry(ctx).detach_suite(model, why=why, dry_run=dry_run)
     if json_out:
         emit(result)
     else:
         say(result.message)
+        say_production_affected(result.production_affected, result.dry_run)
     return 0
 
 
@@ -103,12 +148,20 @@ def add_case(
     case: Annotated[
         str | None, typer.Option("--case", help="Only this case of the run (default: failing).")
     ] = None,
+    dry_run: DryRunOption = False,
     json_out: JsonOption = False,
 ) -> int:
-    """Turn a run's failing outputs into regression cases appended to SUITE."""
-    result = registry(ctx).suite_add_case(suite, from_run, case_id=case)
+    """Turn a run's failing outputs into regression cases appended to SUITE. Says which
+    production entries attaching the grown suite would make stale (for every model that runs
+    its previous version) and the commands that attach it and re-verify them; --dry-run
+    shows the same and leaves SUITE as it is."""
+    result = registry(ctx).suite_add_case(suite, from_run, case_id=case, dry_run=dry_run)
     if json_out:
         emit(result)
     else:
         say(f"{result.message}: {', '.join(result.added)} (sha256 {result.sha256})")
+        say_next(result)
+        say_production_affected(result.production_affected, False, when="once attached")
+        if result.dry_run:
+            say(DRY_RUN_NOTE)
     return 0

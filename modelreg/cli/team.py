@@ -10,6 +10,7 @@ import typer
 from modelreg.cli.app import JsonOption, RecordArg, WhyOption, app, registry
 from modelreg.cli.records import unit_text
 from modelreg.cli.render import emit, human_bytes, out, say, table
+from modelreg.cli.suites import DryRunOption, say_production_affected
 from modelreg.progress import ProgressMode
 
 # -- serve ----------------------------------------------------------------------------------
@@ -199,14 +200,15 @@ def targets_list(ctx: typer.Context, json_out: JsonOption = False) -> int | None
     return 0
 
 
-def _apply(ctx: typer.Context, file: Path | None, json_out: bool) -> int:
+def _apply(ctx: typer.Context, file: Path | None, dry_run: bool, json_out: bool) -> int:
     from modelreg import config
 
-    changed = registry(ctx).define_targets(file or config.targets_file())
+    changed = registry(ctx).define_targets(file or config.targets_file(), dry_run=dry_run)
     if json_out:
         emit(changed)
     else:
         say(changed.message)
+        say_production_affected(changed.production_affected, changed.dry_run)
     return 0
 
 
@@ -222,21 +224,29 @@ TargetsFileArgument = Annotated[
 
 @targets_app.command("apply")
 def targets_apply(
-    ctx: typer.Context, file: TargetsFileArgument = None, json_out: JsonOption = False
+    ctx: typer.Context,
+    file: TargetsFileArgument = None,
+    dry_run: DryRunOption = False,
+    json_out: JsonOption = False,
 ) -> int:
     """Write the file's targets to the registry, with the trusted keys and suite files they
     name (a definition of the same name is replaced; each change is an event, and evidence
     judged under the old definition is stale from then on). A targets file counts only once
-    applied: no verdict reads it."""
-    return _apply(ctx, file, json_out)
+    applied: no verdict reads it. Says which production entries the change (a definition, a
+    trusted key, a suite) makes stale or failing, and the command that re-verifies each;
+    --dry-run shows the same and writes nothing."""
+    return _apply(ctx, file, dry_run, json_out)
 
 
 @targets_app.command("add", hidden=True)
 def targets_add(
-    ctx: typer.Context, file: TargetsFileArgument = None, json_out: JsonOption = False
+    ctx: typer.Context,
+    file: TargetsFileArgument = None,
+    dry_run: DryRunOption = False,
+    json_out: JsonOption = False,
 ) -> int:
     """The same as ``targets apply`` (its former name)."""
-    return _apply(ctx, file, json_out)
+    return _apply(ctx, file, dry_run, json_out)
 
 
 @targets_app.command("remove")
@@ -244,14 +254,17 @@ def targets_remove(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="A target defined in the registry.")],
     why: WhyOption = None,
+    dry_run: DryRunOption = False,
     json_out: JsonOption = False,
 ) -> int:
-    """Remove a shared target (its evidence is kept; it no longer counts)."""
-    changed = registry(ctx).remove_target(name, why=why)
+    """Remove a shared target (its evidence is kept; it no longer counts). Says which
+    production entries it takes out; --dry-run shows the same and writes nothing."""
+    changed = registry(ctx).remove_target(name, why=why, dry_run=dry_run)
     if json_out:
         emit(changed)
     else:
         say(changed.message)
+        say_production_affected(changed.production_affected, changed.dry_run)
     return 0
 
 

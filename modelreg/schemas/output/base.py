@@ -146,6 +146,28 @@ class DeployabilityOut(_Out):
         return "failing"
 
 
+VerdictWord = Literal["deployable", "stale", "held", "failing", "uncounted", "unverified"]
+
+
+class ProductionChangeOut(_Out):
+    """A production entry (model × target) whose verdict a change of the gate changes (a
+    suite attached or detached, a target redefined or removed, a trusted key changed): its
+    verdict before and after in one word (``DeployabilityOut.now``), the reasons now, and the
+    step that clears them."""
+
+    model_id: str
+    target: str
+    record_id: str = Field(description="The production record on the target.")
+    before: VerdictWord
+    after: VerdictWord
+    reasons: list[ReasonOut] = Field(description="Why it is not deployable after the change.")
+    next: StepOut | None = Field(
+        default=None,
+        description="What makes it deployable again (the verdict's own step: a verify of the "
+        "record on the target under the new gate); null when it is deployable.",
+    )
+
+
 class PromotionOut(_Out):
     model_id: str
     target: str

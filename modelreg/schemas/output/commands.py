@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from modelreg.schemas.output.base import UNIT_DESCRIPTION, Output, _Out
+from modelreg.schemas.output.base import UNIT_DESCRIPTION, Output, ProductionChangeOut, _Out
 
 
 class TargetOut(_Out):
@@ -189,6 +189,15 @@ class SuiteOutput(Output):
         description="The changes that weaken the gate: a record that failed the earlier "
         "version needs a releaser's acceptance of its later pass.",
     )
+    production_affected: list[ProductionChangeOut] = Field(
+        default_factory=list,
+        description="The production entries of the model whose verdict the change changes "
+        "(made stale or failing, or deployable again), each with the step that re-verifies it.",
+    )
+    dry_run: bool = Field(
+        default=False,
+        description="True: nothing was written (--dry-run); this is what it would do.",
+    )
 
 
 class SuiteCaseOutput(Output):
@@ -197,6 +206,17 @@ class SuiteCaseOutput(Output):
     added: list[str]
     sha256: str
     message: str
+    production_affected: list[ProductionChangeOut] = Field(
+        default_factory=list,
+        description="The file changes no verdict by itself: the production entries that "
+        "attaching it (suite attach, the step in next_steps) to the models running its previous "
+        "version would make stale or failing, each with the step that re-verifies it.",
+    )
+    attached_to: list[str] = Field(
+        default_factory=list,
+        description="The models whose attached suite is this file's previous version.",
+    )
+    dry_run: bool = Field(default=False, description="True: the file was not written (--dry-run).")
 
 
 class DbOutput(Output):

@@ -9,7 +9,13 @@ from typing import Literal
 from pydantic import Field
 
 from modelreg.schemas.manifest import Finding
-from modelreg.schemas.output.base import DeployabilityOut, Output, ReasonOut, _Out
+from modelreg.schemas.output.base import (
+    DeployabilityOut,
+    Output,
+    ProductionChangeOut,
+    ReasonOut,
+    _Out,
+)
 from modelreg.schemas.output.commands import TargetOut
 from modelreg.schemas.output.deploy import GateOutput
 from modelreg.schemas.verification import CheckResult
@@ -21,6 +27,16 @@ class TargetsChangeOutput(Output):
     changes: dict[str, Literal["added", "replaced", "unchanged", "removed"]]
     message: str
     targets: list[TargetOut] = Field(description="Every target after the change.")
+    production_affected: list[ProductionChangeOut] = Field(
+        default_factory=list,
+        description="The production entries on the changed targets whose verdict the change "
+        "changes (a definition, its trusted keys or its suite: made stale or failing, or "
+        "deployable again), each with the step that re-verifies it.",
+    )
+    dry_run: bool = Field(
+        default=False,
+        description="True: nothing was written (--dry-run); this is what it would do.",
+    )
 
 
 class LocationCheckOut(_Out):
