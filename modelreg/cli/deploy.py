@@ -80,6 +80,11 @@ def _verify_text(report: VerifyOutput) -> None:
             f"{unchanged}. Verify a copy from its recorded locations: modelreg verify "
             f"{report.record.record_id} --target {report.target} --fetch (or give --path)"
         )
+    elif report.purpose == "investigate":
+        say(
+            f"investigation run {'passed' if report.passed else 'FAILED'} (exploratory: never "
+            f"counted; the record's state is left as it was); {unchanged}"
+        )
     elif report.exploratory:
         say(
             f"one-off run {'passed' if report.passed else 'FAILED'} (not counted: the suite is "
@@ -188,6 +193,14 @@ def verify(
             "stderr is a terminal), json (JSON lines), none.",
         ),
     ] = ProgressMode.AUTO,
+    investigate: Annotated[
+        bool,
+        typer.Option(
+            "--investigate",
+            help="Run on a held RECORD without releasing it: an exploratory run, never "
+            "counted (exit 0 if it passed); the record stays held.",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> int:
     """Re-run the record's required checks on TARGET; exit 0 only if it is deployable there."""
@@ -207,8 +220,10 @@ def verify(
     if path is not None and fetch:
         raise InvalidInput("give --path or --fetch, not both")
     if stale:
-        if suite is not None or reference is not None:
-            raise InvalidInput("--suite and --reference apply to one record, not --stale")
+        if suite is not None or reference is not None or investigate:
+            raise InvalidInput(
+                "--suite, --reference and --investigate apply to one record, not --stale"
+            )
         from modelreg.api import VerifyOptions
 
         options = VerifyOptions(timeout_seconds=timeout, context=context, memory_limit_bytes=limit)
@@ -247,6 +262,7 @@ def verify(
             sign_key=sign_key,
             prestarted=warm,
             progress=progress_printer(progress),
+            investigate=investigate,
         )
     finally:
         warm.discard()
@@ -347,20 +363,40 @@ def _deployed_line(label: str, unit: DeployedOut) -> None:
 
 
 def _drill_text(drill: DrillOut) -> None:
-    """The drill in a few lines: its verdict and run, then each case asked again (what
+    """The drill in a few lines: its answer and run, then each case asked again (what
     failed first)."""
-    verdict = "PASSED" if drill.passed else "FAILED"
-    came = f"{len(drill.cases)} failing case(s) of run {drill.from_run}" if drill.cases else ""
-    asked = " + ".join(p for p in (came, drill.suite_in_force or "the golden prompts") if p)
-    out(f"drill       {verdict}  {drill.record_id}  run {drill.run_id} (one-off): {asked}")
-    for line in drill.failed[:4]:
+    verdict = {"safe": "PASSED", "fails": "FAILED", "could_not_run": "COULD NOT RUN"}
+    incidents = sum(c.source == "incident" for c in drill.cases)
+    parts = []
+    if len(drill.cases) > incidents:
+        parts.append(f"{len(drill.cases) - incidents} failing case(s) of run {drill.from_run}")
+    if incidents:
+        parts.append(f"{incidents} incident prompt(s)")
+    asked = " + ".join([*parts, drill.suite_in_force or "the golden prompts"])
+    run = f"run {drill.run_id} (exploratory: never counted)" if drill.run_id else "nothing ran"
+    out(f"drill       {verdict[drill.verdict]}  {drill.record_id}  {run}: {asked}")
+    answer = {
+        "safe": "safe to apply",
+        "fails": "the candidate fails what failed"
+        + (f": {', '.join(drill.failing_cases)}" if drill.failing_cases else ""),
+        "could_not_run": f"could not run: {drill.could_not_run}",
+    }
+    out(f"  answer    {answer[drill.verdict]}")
+    if drill.bytes_from:
+        out(f"  bytes     {drill.bytes_from}")
+    for line in drill.failed[:4] if drill.verdict == "fails" else []:
         out(f"  failed    {line}")
-    if len(drill.failed) > 4:
+    if drill.verdict == "fails" and len(drill.failed) > 4:
         out(f"  failed    {len(drill.failed) - 4} more (--json lists them)")
     for case in drill.cases[:4] if drill.passed else []:
         out(
             f"  passed    {case.case_id} (was {case.from_case}): {case.prompt!r} -> {case.output!r}"
         )
+    if drill.failed_inside_passing_run:
+        shown = ", ".join(drill.failed_inside_passing_run[:6])
+        out(f"  also      failed within the suite's pass rate: {shown}")
+    for gate in drill.baseline_gates[:2]:
+        out(f"  gate      {gate.outcome.value}: {gate.message}")
 
 
 def _rollback_text(plan: RollbackOutput, command: str) -> None:
@@ -398,7 +434,9 @@ def _rollback_text(plan: RollbackOutput, command: str) -> None:
         out(f"passed over {rejected.record_id}  {why}")
     if len(plan.rejected) > 2:
         out(f"passed over {len(plan.rejected) - 2} more (--json lists them)")
-    if plan.drill is not None and not plan.drill.passed:
+    if plan.drill is not None and plan.drill.verdict == "could_not_run":
+        out("to apply:   none — the drill could not run (see its answer; --path gives the files)")
+    elif plan.drill is not None and not plan.drill.passed:
         out("to apply:   none — the candidate fails what failed (drill another: --to RECORD)")
     else:
         out(f"to apply:   {command}")
@@ -427,6 +465,29 @@ def rollback(
             "a drill that fails switches nothing (exit 1).",
         ),
     ] = False,
+    prompt: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--prompt",
+            help="With --drill: the incident's own input, asked of the candidate too (repeat "
+            "for more; each with its --expect, in order).",
+        ),
+    ] = None,
+    expect: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--expect",
+            help="With --drill: what the answer to the --prompt in the same place must contain.",
+        ),
+    ] = None,
+    path: Annotated[
+        Path | None,
+        typer.Option(
+            "--path",
+            help="With --drill: where the candidate's files are on this host (default: where "
+            "added if they are there, else a copy fetched from its recorded locations).",
+        ),
+    ] = None,
     why: WhyOption = None,
     progress: Annotated[
         ProgressMode,
@@ -438,12 +499,33 @@ def rollback(
     production and holds the record rolled back from. Applying twice changes nothing."""
     if apply and (why is None or not why.strip()):
         raise InvalidInput("rollback --apply needs --why", "say why, e.g. --why 'incident 42'")
+    prompts, expected = prompt or [], expect or []
+    if not drill and (prompts or expected or path is not None):
+        raise InvalidInput("--prompt, --expect and --path are for a drill: add --drill")
+    if len(prompts) != len(expected):
+        raise InvalidInput(
+            f"--prompt and --expect go in pairs: got {len(prompts)} --prompt and "
+            f"{len(expected)} --expect",
+            "give each --prompt the --expect its answer must contain, in the same order",
+        )
     api = registry(ctx)
     shown = progress_printer(progress) if drill else None
     if apply:
-        plan = api.rollback(model, target, why=why or "", to=to, drill=drill, progress=shown)
+        plan = api.rollback(
+            model,
+            target,
+            why=why or "",
+            to=to,
+            drill=drill,
+            progress=shown,
+            prompts=prompts,
+            expect=expected,
+            path=path,
+        )
     elif drill:
-        plan = api.drill_rollback(model, target, to=to, progress=shown)
+        plan = api.drill_rollback(
+            model, target, to=to, progress=shown, prompts=prompts, expect=expected, path=path
+        )
     else:
         plan = api.rollback_plan(model, target, to=to)
         if plan.decision == "no_candidate":
