@@ -45,7 +45,7 @@ INCIDENT_PREFIX = "incident-"
 MAX_INCIDENT_CASES = 20
 # Tokens an incident prompt's answer may take (a chat turn must end within them).
 INCIDENT_MAX_TOKENS = 64
-# What a drill answers with the candidate's bytes nowhere to be had: nothing ran.
+# A drill's answer: safe to apply, the candidate fails what failed, or it could not run.
 Verdict = Literal["safe", "fails", "could_not_run"]
 
 
