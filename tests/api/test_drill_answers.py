@@ -209,3 +209,32 @@ def test_a_drill_from_a_path_without_the_files_could_not_run(registry: Any, tmp_
     assert run.exploratory and run.purpose == "missing_bytes" and run.record_id == first
     with pytest.raises(InvalidInput, match="no such file or directory"):
         registry.drill_rollback("rules/alpha", "cpu", path=tmp_path / "nowhere")
+
+
+def test_a_drill_that_judged_nothing_could_not_run(registry: Any, tmp_path: Path) -> None:
+    """The candidate's bytes are fetched from its recorded copy (every sha256 checked) into
+    the cache — they are not where it was added — and the real checks cannot read them as a
+    model (they are no GGUF): no suite was judged, so the drill could not run, never a pass."""
+    from modelreg.locations import file_url
+    from tests.helpers import located_as_added, record_of_files
+
+    records = []
+    for i in (1, 2):
+        name, data = f"m{i}.gguf", f"not a model {i}".encode() * 64
+        copy = tmp_path / f"copy-{i}"
+        copy.mkdir()
+        (copy / name).write_bytes(data)
+        record = record_of_files(registry, {name: data}, i)
+        located_as_added(registry, registry.get(record), file_url(copy))
+        record_run(registry, record)
+        registry.promote(record, "cpu", why="release")
+        records.append(record)
+    drill = registry.drill_rollback("rules/alpha", "cpu").drill
+    assert drill.record_id == records[0] and drill.verdict == "could_not_run", drill
+    assert drill.bytes_from is not None and drill.bytes_from.startswith("a copy fetched from")
+    assert drill.could_not_run is not None and drill.could_not_run.endswith("nothing was tried")
+    assert drill.could_not_run.startswith(("host-compat: unavailable", "gguf-cpu-smoke: "))
+    run = stored(registry).run(drill.run_id)
+    assert run is not None and run.exploratory and run.purpose == "drill"
+    digest = [c for c in stored(registry).run_checks(drill.run_id) if c.result.check == "digest"]
+    assert [c.result.outcome.value for c in digest] == ["pass"]
