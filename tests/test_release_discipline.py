@@ -184,10 +184,21 @@ def test_a_pass_rate_drop_is_judged_against_productions_own_run(
     suite.write_text(BASELINE_SUITE)
     registry.attach_suite(model, suite, actor="qa")
 
-    # Nothing is production: no baseline, never a pass.
+    # Nothing was ever production: the first release is judged by the absolute gates, and
+    # the relative gate says so (issue 40) ...
     out = _suite_run(registry, second, both)
-    assert not out.passed
-    assert "no baseline (nothing is production for" in out.checks[0].summary
+    assert out.passed and out.deployability.deployable
+    (gate,) = [
+        g for g in out.checks[0].evidence["suite_result"]["gates"] if g["source"] == "baseline"
+    ]
+    assert gate["outcome"] == "skipped" and gate["message"] == (
+        "max_pass_rate_drop: no production yet: the first release is judged by the absolute gates"
+    )
+    # ... which still fail what fails them.
+    below = _suite_run(registry, second, {})  # 0/2 < the 50 % floor
+    assert not below.passed and not below.deployability.deployable
+    reasons = below.checks[0].evidence["suite_result"]["reasons"]
+    assert reasons == ["pass rate 0/2 = 0% < min_pass_rate 50%"]
     # The first release under a suite without the relative gate; production is then its own
     # baseline, and a candidate is judged against production's run on this suite version.
     plain = tmp_path / "plain.yaml"

@@ -31,6 +31,8 @@ from modelreg.schemas.verification import generations
 from modelreg.steps import Step
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
     # imported: `modelreg inspect` needs no database.
     from modelreg.progress import ProgressCallback
@@ -354,13 +356,23 @@ class Rollback(Core):
         to: str | None = None,
         actor: str | None = None,
         progress: ProgressCallback | None = None,
+        prompts: Sequence[str] = (),
+        expect: Sequence[str] = (),
+        path: Path | None = None,
     ) -> RollbackOutput:
         """The rollback plan, drilled: the failing cases of the record rolled away from (its
-        newest failing counting run on ``target``) and the suite in force are run against the
-        candidate on this host, through verify and the real runtime. The drill's run is kept
-        as a one-off of the candidate (it decides no verdict) and a ``rollback-drill`` event
-        names it; production does not change. ``drill.passed`` says whether the candidate
-        answers what failed. Raises ``NoRollbackCandidate`` when there is none."""
+        newest counting run on ``target`` that failed or had failing cases), the incident's
+        own input (``prompts``, each with the text its answer must contain in ``expect``) and
+        the suite in force are run against the candidate on this host, through verify and the
+        real runtime; relative gates are judged against the candidate's own counting run. The
+        candidate's bytes: ``path``, else its recorded locations (fetched, every sha256
+        checked). The drill's run is kept as an exploratory run of the candidate (it decides
+        no verdict) and a ``rollback-drill`` event names it; production does not change.
+        ``drill.verdict``: safe, fails (``drill.failing_cases``) or could_not_run. Raises
+        ``NoRollbackCandidate`` when there is none."""
+        from modelreg.api.drill import incident_cases
+
+        incident = incident_cases(prompts, expect)
         actor = actor or config.actor()
         the_target, plan = self._read_plan(model_id, target, to)
         message = _plan_message(model_id, target, plan)
@@ -368,7 +380,9 @@ class Rollback(Core):
             return self._rollback_output(
                 model_id, target, plan, f"{message} (no drill: nothing to roll back)", None
             )
-        drill = self._drill.run(model_id, the_target, plan, actor, progress)
+        drill = self._drill.run(
+            model_id, the_target, plan, actor, progress, incident=incident, path=path
+        )
         with self.store.locked(model_id) as tx:
             _drill_event(tx, actor, drill, None)
         if not drill.passed:
@@ -388,6 +402,9 @@ class Rollback(Core):
         drill: bool = False,
         force: bool = False,
         progress: ProgressCallback | None = None,
+        prompts: Sequence[str] = (),
+        expect: Sequence[str] = (),
+        path: Path | None = None,
     ) -> RollbackOutput:
         """Apply the rollback decision in one locked transaction — the same decision
         ``rollback_plan`` shows, read and decided inside the lock: the candidate becomes
@@ -406,18 +423,27 @@ class Rollback(Core):
         never past a hold, a retirement, a failed run or missing bytes). The promotion keeps
         the unmet reasons, its event says so (and goes to the webhooks), status marks the entry
         forced until a counting run of it there, and the deploy gate passes it only where forced
-        entries are accepted."""
+        entries are accepted.
+
+        ``prompts``, ``expect``, ``path``: the drill's (``drill_rollback``); only with it."""
+        from modelreg.api.drill import incident_cases
+
         _check_why(why, required="a rollback")
         _check_force(force, to)
+        if not drill and (prompts or expect or path is not None):
+            raise InvalidInput("`prompts`, `expect` and a path are for a drill: add drill")
+        incident = incident_cases(prompts, expect)
         self._require_model(model_id)
         the_target = self.target(target)
         actor = actor or config.actor()
         to = self.get(to).id if to is not None else None  # resolved before the lock
         drilled = None
         if drill:
-            _, planned = self._read_plan(model_id, target, to)
+            _, planned = self._read_plan(model_id, target, to, force=force)
             if planned.decision.action is rules.RollbackAction.ROLLBACK:
-                drilled = self._drill.run(model_id, the_target, planned, actor, progress)
+                drilled = self._drill.run(
+                    model_id, the_target, planned, actor, progress, incident=incident, path=path
+                )
             if drilled is not None and not drilled.passed:
                 with self.store.locked(model_id) as tx:
                     _drill_event(tx, actor, drilled, why)
@@ -472,7 +498,7 @@ class Rollback(Core):
                 )
                 if tx.state(plan.current.id).state is RecordStateKind.ACTIVE:
                     detail = {"rolled_back_to": plan.candidate.id, "target": target}
-                    if drilled is not None:
+                    if drilled is not None and drilled.run_id is not None:
                         detail["drill_run"] = drilled.run_id
                     tx.set_state(
                         plan.current,

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from modelreg import config, rules
 from modelreg.api.core import Core
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     # imported: `modelreg inspect` needs no database.
     from modelreg.progress import ProgressCallback, VerifyProgress
     from modelreg.record import Record
+    from modelreg.registry.reads import Reads
     from modelreg.registry.store import Store
     from modelreg.registry.tables import ModelSuiteRow
     from modelreg.registry.writes import Writes
@@ -69,6 +70,42 @@ class _VerifyPlan:
     at_root: bool = False
 
 
+@dataclass(frozen=True)
+class _Baseline:
+    """What a relative gate compares with: the baseline record's counting run's suite result,
+    or why there is none (``first_release``: nothing was ever production there)."""
+
+    result: SuiteResult | None
+    record_id: str | None
+    problem: str | None
+    first_release: bool = False
+
+
+def counting_suite_result(
+    reads: Reads, record_id: str, target: str, label: str | None
+) -> tuple[SuiteResult | None, str | None]:
+    """``record_id``'s counting run's suite result on ``target``, on suite version ``label``
+    (None: on any version); or (None, why not) — its counting run is missing, on another
+    suite version, or kept no suite result (the why starts with the record id)."""
+    from modelreg.schemas.suite import SuiteResult
+
+    runs = reads.latest_runs([record_id], target)[record_id]
+    verdict = reads.verdict(record_id, target)
+    run = next((r for r in runs if r.run_id == verdict.run_id), None)
+    if run is None:
+        return None, f"{record_id} has no counting run on {target}"
+    if label is not None and (run.terms is None or run.terms.suite != label):
+        return None, (
+            f"{record_id}'s counting run on {target} is not on suite {label} (verify it on "
+            "this version first)"
+        )
+    for check in reads.run_checks(run.run_id):
+        found = check.result.evidence.get("suite_result")
+        if check.result.required and isinstance(found, dict):
+            return SuiteResult.model_validate(found), None
+    return None, f"{record_id}'s counting run kept no suite result"
+
+
 class Verify(Core):
     """Verify: running the checks on a target and recording their results. Collaborator:
     ``locations`` (``verify --fetch`` takes the bytes from the recorded locations)."""
@@ -91,6 +128,8 @@ class Verify(Core):
         progress: ProgressCallback | None = None,
         fetch: bool = False,
         prestarted: RuntimeChild | None = None,
+        investigate: bool = False,
+        purpose: Literal["investigate", "drill"] | None = None,
     ) -> VerifyOutput:
         """Run the record's required checks on ``target``, store every result with its
         evidence and fingerprint, and say whether it is now deployable there.
@@ -116,6 +155,12 @@ class Verify(Core):
 
         A held or retired record is refused (``NotDeployable``) before anything runs: its
         evidence could not make it deployable, and a generation would only waste the time.
+        ``investigate``: run anyway on a held record (or an active one) as an exploratory run
+        — recorded with purpose "investigate", never counted, the record left as it is (held
+        stays held): the on-call reproduces on the held build without releasing it. A retired
+        record is still refused. ``purpose``: why a run that never counts is made, for the
+        API's own callers ("drill": a rollback drill); ``investigate`` is purpose
+        "investigate".
         """
         from modelreg.progress import VerifyProgress
         from modelreg.targets import for_host
@@ -133,18 +178,31 @@ class Verify(Core):
                 state = reads.state(record.id)
                 attached = reads.model_suites().get(record.model_id)
                 signatures = reads.artifact_signatures(record.id)
+            if investigate:
+                purpose = "investigate"
             lifecycle = rules.state_reason(record.id, state)
-            if lifecycle is not None:
-                step = (
-                    Step(lifecycle.step.action, "release it first", **lifecycle.step.args)
-                    if lifecycle.step
-                    else Step(
+            held = state.state is rules.RecordStateKind.HELD
+            if lifecycle is not None and not (held and purpose is not None):
+                if held:
+                    # Releasing makes it promotable again: an investigation leaves it held.
+                    step = Step(
+                        "verify",
+                        "to reproduce it without releasing it (a run that never counts)",
+                        ref=record.id,
+                        target=target,
+                        investigate=True,
+                    )
+                    message = (
+                        f"{lifecycle.message} (verify runs nothing for a held record: release "
+                        "it to verify it for real, or investigate it, which never counts)"
+                    )
+                else:
+                    step = Step(
                         "records",
                         "a retired record stays retired; verify a newer one",
                         model=record.model_id,
                     )
-                )
-                message = f"{lifecycle.message} (verify runs nothing for a {state.state} record)"
+                    message = f"{lifecycle.message} (verify runs nothing for a retired record)"
                 raise NotDeployable(record.id, target, [Reason(lifecycle.code, message, step)])
             from modelreg.validators.base import locate_files
 
@@ -156,6 +214,9 @@ class Verify(Core):
                 record, the_target, options, suite, attached, reference_record, sign_key
             )
             plan = dataclasses.replace(plan, at_root=path is None)
+            if purpose is not None:
+                # Never counted, whatever the suite: it decides no verdict.
+                plan = dataclasses.replace(plan, exploratory=True, purpose=purpose)
         except BaseException:
             if prestarted is not None:
                 prestarted.discard()
@@ -505,6 +566,7 @@ class Verify(Core):
                     "suite": suite_label(plan.suite),
                     "libraries": len(libraries_of(fingerprint)),
                     "exploratory": plan.exploratory,
+                    "purpose": plan.purpose,
                 },
             )
             state = tx.state(record.id)
@@ -522,39 +584,24 @@ class Verify(Core):
             purpose=plan.purpose,
         )
 
-    def _baseline_result(
-        self, record: Record, target: Target, suite: Suite
-    ) -> tuple[SuiteResult | None, str | None, str | None]:
-        """The baseline of ``suite``'s pass-rate drops: (its counting run's result on this
-        suite version, its record id, why there is none)."""
-        from modelreg.schemas.suite import SuiteResult
-
+    def _baseline_result(self, record: Record, target: Target, suite: Suite) -> _Baseline:
+        """The baseline of ``suite``'s pass-rate drops: production's counting run's result on
+        this suite version, or why there is none (nothing was ever production there: a first
+        release, judged by the suite's absolute gates)."""
         label = suite_label(suite)
         with self.store.read() as reads:
             production = reads.production(record.model_id, target.name)
             if production is None:
-                return None, None, f"nothing is production for {record.model_id} on {target.name}"
+                # Production is the newest promotion: none, and nothing ever was production
+                # there — a first release, with no baseline by nature. (A baseline that
+                # exists but cannot be read stays a problem below: unmeasured, never a pass.)
+                why = f"nothing is production for {record.model_id} on {target.name}"
+                return _Baseline(None, None, why, first_release=True)
             baseline_id = production.record_id
             if baseline_id == record.id:
-                return None, baseline_id, None  # production is its own baseline: no drop
-            runs = reads.latest_runs([baseline_id], target.name)[baseline_id]
-            verdict = reads.verdict(baseline_id, target.name)
-            run = next((r for r in runs if r.run_id == verdict.run_id), None)
-            if run is None:
-                why = f"production {baseline_id} has no counting run on {target.name}"
-                return None, baseline_id, why
-            if run.terms is None or run.terms.suite != label:
-                return (
-                    None,
-                    baseline_id,
-                    f"production {baseline_id}'s counting run on {target.name} is not on suite "
-                    f"{label} (verify it on this version first)",
-                )
-            for check in reads.run_checks(run.run_id):
-                found = check.result.evidence.get("suite_result")
-                if check.result.required and isinstance(found, dict):
-                    return SuiteResult.model_validate(found), baseline_id, None
-        return None, baseline_id, f"production {baseline_id}'s counting run kept no suite result"
+                return _Baseline(None, baseline_id, None)  # its own baseline: no drop
+            found, problem = counting_suite_result(reads, baseline_id, target.name, label)
+        return _Baseline(found, baseline_id, problem and f"production {problem}")
 
     def _relative_to_baseline(
         self, record: Record, target: Target, results: list[CheckResult], suite: Suite | None
@@ -570,18 +617,25 @@ class Verify(Core):
         wanted = [r for r in results if r.required and "suite_result" in r.evidence]
         if not wanted:
             return results
-        baseline, baseline_id, problem = self._baseline_result(record, target, suite)
+        baseline = self._baseline_result(record, target, suite)
         judged = []
         for r in results:
             if r not in wanted:
                 judged.append(r)
                 continue
             result = SuiteResult.model_validate(r.evidence["suite_result"])
-            gates = baseline_gates(suite, result, baseline, baseline_id, problem)
+            gates = baseline_gates(
+                suite,
+                result,
+                baseline.result,
+                baseline.record_id,
+                None if baseline.first_release else baseline.problem,
+                first_release=baseline.first_release,
+            )
             result = with_gates(result, gates)
             update: dict[str, Any] = {
                 "evidence": r.evidence
-                | {"suite_result": result.model_dump(mode="json"), "baseline": baseline_id}
+                | {"suite_result": result.model_dump(mode="json"), "baseline": baseline.record_id}
             }
             if r.outcome is Outcome.PASS and not result.passed:
                 update |= {

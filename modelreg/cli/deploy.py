@@ -23,6 +23,7 @@ from modelreg.cli.app import (
 )
 from modelreg.cli.records import deployability_text, unit_text
 from modelreg.cli.render import command_of, emit, out, say, say_next, table
+from modelreg.cli.rollback_text import named, rollback_text
 from modelreg.errors import InvalidInput, NoRollbackCandidate
 from modelreg.progress import ProgressMode
 
@@ -30,11 +31,6 @@ if TYPE_CHECKING:
     from modelreg.progress import ProgressCallback, ProgressEvent
     from modelreg.schemas.output import (
         ApprovalOut,
-        DeployedOut,
-        DrillOut,
-        RecordOut,
-        RejectedCandidate,
-        RollbackOutput,
         StateChangeOutput,
         StatusOutput,
         VerifyOutput,
@@ -81,6 +77,11 @@ def _verify_text(report: VerifyOutput) -> None:
             f"nothing verified: the files are not on this host (not counted, not a failure); "
             f"{unchanged}. Verify a copy from its recorded locations: modelreg verify "
             f"{report.record.record_id} --target {report.target} --fetch (or give --path)"
+        )
+    elif report.purpose == "investigate":
+        say(
+            f"investigation run {'passed' if report.passed else 'FAILED'} (exploratory: never "
+            f"counted; the record's state is left as it was); {unchanged}"
         )
     elif report.exploratory:
         say(
@@ -190,6 +191,14 @@ def verify(
             "stderr is a terminal), json (JSON lines), none.",
         ),
     ] = ProgressMode.AUTO,
+    investigate: Annotated[
+        bool,
+        typer.Option(
+            "--investigate",
+            help="Run on a held RECORD without releasing it: an exploratory run, never "
+            "counted (exit 0 if it passed); the record stays held.",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> int:
     """Re-run the record's required checks on TARGET; exit 0 only if it is deployable there."""
@@ -209,8 +218,10 @@ def verify(
     if path is not None and fetch:
         raise InvalidInput("give --path or --fetch, not both")
     if stale:
-        if suite is not None or reference is not None:
-            raise InvalidInput("--suite and --reference apply to one record, not --stale")
+        if suite is not None or reference is not None or investigate:
+            raise InvalidInput(
+                "--suite, --reference and --investigate apply to one record, not --stale"
+            )
         from modelreg.api import VerifyOptions
 
         options = VerifyOptions(timeout_seconds=timeout, context=context, memory_limit_bytes=limit)
@@ -249,6 +260,7 @@ def verify(
             sign_key=sign_key,
             prestarted=warm,
             progress=progress_printer(progress),
+            investigate=investigate,
         )
     finally:
         warm.discard()
@@ -337,109 +349,6 @@ def promote(
     return 0
 
 
-def _bytes_line(unit: DeployedOut) -> str:
-    if unit.fetch_from:
-        return f"  bytes     {unit.fetch_from}"
-    return f"  bytes     NO FETCHABLE COPY ({unit.unfetchable})"
-
-
-def named(record: RecordOut) -> str:
-    """A record as a person types it: ``v3 r_0a1b2c3d4e5f`` (its model's version, its id)."""
-    return f"v{record.version} {record.record_id}" if record.version else record.record_id
-
-
-def _deployed_line(label: str, unit: DeployedOut) -> None:
-    record = unit.record
-    out(f"{label:<11} {named(record)}  {deployability_text(unit.deployability)}")
-
-
-def _earlier_lines(plan: RollbackOutput, label: str, rows: list[RejectedCandidate]) -> None:
-    """Earlier production records, newest first: usable or why not, and the command."""
-    for row in rows[:3]:
-        name = f"v{row.handle.rpartition('@v')[2]} {row.record_id}" if row.handle else row.record_id
-        why = row.why if len(row.why) <= 90 else row.why[:87] + "..."
-        out(f"{label:<11} {name}  {'usable' if row.usable else 'not usable: ' + why}")
-        if row.next is not None and not (row.usable and row.next in plan.next_steps):
-            out(f"  {'to apply:' if row.usable else 'to fix:':<9} {command_of(row.next)}")
-        if row.force is not None:
-            out(f"  {'or now:':<9} {command_of(row.force)}")
-    if len(rows) > 3:
-        out(f"{label:<11} {len(rows) - 3} more (--json lists them)")
-
-
-def _drill_text(drill: DrillOut) -> None:
-    """The drill in a few lines: its verdict and run, then each case asked again (what
-    failed first)."""
-    verdict = "PASSED" if drill.passed else "FAILED"
-    came = f"{len(drill.cases)} failing case(s) of run {drill.from_run}" if drill.cases else ""
-    asked = " + ".join(p for p in (came, drill.suite_in_force or "the golden prompts") if p)
-    out(f"drill       {verdict}  {drill.record_id}  run {drill.run_id} (one-off): {asked}")
-    for line in drill.failed[:4]:
-        out(f"  failed    {line}")
-    if len(drill.failed) > 4:
-        out(f"  failed    {len(drill.failed) - 4} more (--json lists them)")
-    for case in drill.cases[:4] if drill.passed else []:
-        out(
-            f"  passed    {case.case_id} (was {case.from_case}): {case.prompt!r} -> {case.output!r}"
-        )
-
-
-def _rollback_text(plan: RollbackOutput, command: str) -> None:
-    """At most ~10 lines: production now, the candidate and why, what is held, where its
-    bytes are, the runtime in one line, the command (the whole of it: --json)."""
-    if plan.drill is not None:
-        _drill_text(plan.drill)
-    if plan.applied is not None and plan.production is not None:
-        _deployed_line("production", plan.production)
-        out(_bytes_line(plan.production))
-        out(f"  runtime   {plan.production.runtime_summary}")
-        if plan.rolled_back_from is not None:
-            _deployed_line("held", plan.rolled_back_from)
-        return
-    if plan.production is not None:
-        _deployed_line("production", plan.production)
-    if plan.decision == "nothing_to_do":
-        _earlier_lines(plan, "earlier", plan.earlier)
-        if not plan.earlier:
-            out("earlier     none: no earlier production record is left to roll back to")
-        return
-    if plan.candidate is None:
-        _earlier_lines(plan, "passed over", plan.rejected)
-        return
-    candidate = plan.candidate
-    if plan.forced:
-        out(f"candidate   {named(candidate.record)}  FORCED (break glass): not deployable")
-        for reason in plan.forced[:3]:
-            out(f"  unmet     {reason}")
-        out(_bytes_line(candidate))
-        if plan.production is not None:
-            out(f"will hold   {named(plan.production.record)} (production now)")
-        out(f"to apply:   {command}")
-        return
-    out(
-        f"candidate   {named(candidate.record)}  deployable — the newest earlier production "
-        "record that is deployable now and has a fetchable copy"
-        if not plan.rejected
-        else f"candidate   {named(candidate.record)}  deployable — the newest earlier "
-        f"production record that can take production ({len(plan.rejected)} passed over)"
-    )
-    out(_bytes_line(candidate))
-    out(f"  runtime   {candidate.runtime_summary}")
-    if candidate.unit:
-        out("  unit      " + unit_text(candidate.unit))
-    if plan.production is not None:
-        out(f"will hold   {named(plan.production.record)} (production now)")
-    for rejected in plan.rejected[:2]:
-        why = rejected.why if len(rejected.why) <= 100 else rejected.why[:97] + "..."
-        out(f"passed over {rejected.record_id}  {why}")
-    if len(plan.rejected) > 2:
-        out(f"passed over {len(plan.rejected) - 2} more (--json lists them)")
-    if plan.drill is not None and not plan.drill.passed:
-        out("to apply:   none — the candidate fails what failed (drill another: --to RECORD)")
-    else:
-        out(f"to apply:   {command}")
-
-
 @app.command()
 def rollback(
     ctx: typer.Context,
@@ -483,6 +392,29 @@ def rollback(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Do not ask to confirm a --force --apply.")
     ] = False,
+    prompt: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--prompt",
+            help="With --drill: the incident's own input, asked of the candidate too (repeat "
+            "for more; each with its --expect, in order).",
+        ),
+    ] = None,
+    expect: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--expect",
+            help="With --drill: what the answer to the --prompt in the same place must contain.",
+        ),
+    ] = None,
+    path: Annotated[
+        Path | None,
+        typer.Option(
+            "--path",
+            help="With --drill: where the candidate's files are on this host (default: where "
+            "added if they are there, else a copy fetched from its recorded locations).",
+        ),
+    ] = None,
     why: WhyOption = None,
     progress: Annotated[
         ProgressMode,
@@ -497,6 +429,15 @@ def rollback(
         raise InvalidInput("rollback --apply needs --why", "say why, e.g. --why 'incident 42'")
     if force and to is None:
         raise InvalidInput("rollback --force needs --to RECORD", "a break glass names its record")
+    prompts, expected = prompt or [], expect or []
+    if not drill and (prompts or expected or path is not None):
+        raise InvalidInput("--prompt, --expect and --path are for a drill: add --drill")
+    if len(prompts) != len(expected):
+        raise InvalidInput(
+            f"--prompt and --expect go in pairs: got {len(prompts)} --prompt and "
+            f"{len(expected)} --expect",
+            "give each --prompt the --expect its answer must contain, in the same order",
+        )
     api = registry(ctx)
     if target is None:
         target = api.only_production_target(model)
@@ -514,15 +455,26 @@ def rollback(
             raise InvalidInput("break glass not confirmed: nothing changed", "or pass --yes")
     if apply:
         plan = api.rollback(
-            model, target, why=why or "", to=to, drill=drill, force=force, progress=shown
+            model,
+            target,
+            why=why or "",
+            to=to,
+            drill=drill,
+            force=force,
+            progress=shown,
+            prompts=prompts,
+            expect=expected,
+            path=path,
         )
     elif drill:
-        plan = api.drill_rollback(model, target, to=to, progress=shown)
+        plan = api.drill_rollback(
+            model, target, to=to, progress=shown, prompts=prompts, expect=expected, path=path
+        )
     else:
         plan = api.rollback_plan(model, target, to=to, force=force)
         if plan.decision == "no_candidate":
             if not json_out:
-                _rollback_text(plan, "")
+                rollback_text(plan, "")
             raise NoRollbackCandidate.of_plan(plan)  # exit 1, as an apply would
     code = 1 if plan.drill is not None and not plan.drill.passed else 0
     if json_out:
@@ -533,7 +485,7 @@ def rollback(
         + (f" --to {to}" if to else "")
         + (" --force" if force else "")
     )
-    _rollback_text(plan, f"{command}{' --drill' if drill else ''} --apply --why '...'")
+    rollback_text(plan, f"{command}{' --drill' if drill else ''} --apply --why '...'")
     if plan.decision != "rollback" or plan.applied is not None or plan.drill is not None:
         say(plan.message)  # (a plan's own lines say what it would do)
     say_next(plan)

@@ -511,11 +511,19 @@ def baseline_gates(
     baseline: SuiteResult | None,
     baseline_id: str | None,
     problem: str | None,
+    *,
+    first_release: bool = False,
+    baseline_of: str = "production",
 ) -> list[GateResult]:
     """The suite's pass-rate drops relative to its baseline record (``max_pass_rate_drop_vs``):
     ``baseline`` is that record's own counting run's result on this suite version (None:
     there is none, ``problem`` says why — unmeasured, never a pass; None without a problem:
-    the record judged is the baseline itself, which drops nothing from itself)."""
+    the record judged is the baseline itself, which drops nothing from itself).
+
+    ``first_release``: nothing was ever production for the model on the target, so there is
+    no baseline to drop from: the gate is skipped, saying that the first release is judged
+    by the suite's absolute gates (a baseline that exists but cannot be read is ``problem``:
+    still unmeasured). ``baseline_of``: what the baseline record is, in the gate's words."""
     t = suite.thresholds
     wanted: list[tuple[str, str | None, float | None]] = [
         ("max_pass_rate_drop", None, t.max_pass_rate_drop)
@@ -551,6 +559,15 @@ def baseline_gates(
             )
 
         now = rate(result, subset)
+        if first_release:
+            gates.append(
+                gate(
+                    GateOutcome.SKIPPED,
+                    None,
+                    "no production yet: the first release is judged by the absolute gates",
+                )
+            )
+            continue
         if baseline is None and problem is None:
             gates.append(
                 gate(GateOutcome.PASS, 0.0, f"{baseline_id} is production, its own baseline")
@@ -567,7 +584,7 @@ def baseline_gates(
             gate(
                 GateOutcome.PASS if ok else GateOutcome.FAIL,
                 round(drop, 6),
-                f"{now:.1%} vs {base:.1%} for production {baseline_id}, a drop of "
+                f"{now:.1%} vs {base:.1%} for {baseline_of} {baseline_id}, a drop of "
                 f"{drop * 100:.1f} pp {'≤' if ok else '>'} {limit * 100:.1f} pp",
             )
         )

@@ -272,3 +272,82 @@ def test_a_drill_needs_a_candidate(registry: Any) -> None:
     with pytest.raises(NoRollbackCandidate):
         registry.rollback("rules/alpha", "cpu", why="x", drill=True)
     assert [e.kind for e in stored(registry).events("rules/alpha")][-1] == "promote"
+
+
+# -- issue 40: the guide's relative gate, cases failed inside a passing run, the incident ----
+
+# The original build answers these four (the sky's color it does not: it rambles past the
+# stop, a case every build here fails, and so no fair test of a good candidate).
+RELATIVE = (
+    "schema_version: 1\nname: capitals\nthresholds: {min_pass_rate: 0.25, max_pass_rate_drop:"
+    " 0.5, max_pass_rate_drop_vs: production}\n" + CASES[: CASES.index("  - id: color")]
+)
+
+
+def test_a_drill_under_the_guides_relative_gate_passes_a_good_candidate_and_fails_a_bad_one(
+    smollm2: Path, scaled: dict[float, Path], tmp_path: Path, cli: Any
+) -> None:
+    """The suite carries ``max_pass_rate_drop_vs: production``. The 0.6× build is the first
+    release (no production yet: judged by the absolute gates); the original and then the
+    1.3× build follow, each within the drop allowed from the one before. The 1.3× build
+    passes its run while failing "water" — inside a passing run. Its drill asks "water"
+    again, judges the relative gate against the candidate's own counting run (never the
+    record being left), and takes the incident's own input: the original answers everything
+    (safe to apply); the 0.6× build fails "water" and the incident's prompt."""
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    registry = modelreg.open(db)
+    forgetful, original, rambling = (_add(registry, p) for p in (scaled[0.6], smollm2, scaled[1.3]))
+    suite = tmp_path / "relative.yaml"
+    suite.write_text(RELATIVE)
+    registry.attach_suite(SMOLLM2_MODEL_ID, suite)
+
+    first = registry.verify(forgetful, "cpu")
+    assert first.deployability.deployable, first.checks
+    (judged,) = [c for c in first.checks if "suite_result" in c.evidence]
+    gates = judged.evidence["suite_result"]["gates"]
+    (gate,) = [g for g in gates if g["source"] == "baseline"]
+    assert gate["outcome"] == "skipped"
+    assert "no production yet: the first release is judged by the absolute gates" in gate["message"]
+    registry.promote(forgetful, "cpu", why="v1")
+    for version, record in enumerate((original, rambling), 2):
+        assert registry.verify(record, "cpu").deployability.deployable
+        registry.promote(record, "cpu", why=f"v{version}")
+    passing = registry.deployability(rambling, "cpu").run_id
+
+    # The incident: back to the original, asked "water" again and the incident's own input.
+    berlin = "What is the capital of Germany? Answer in one word."
+    plan = registry.drill_rollback(SMOLLM2_MODEL_ID, "cpu", prompts=[berlin], expect=["Berlin"])
+    drill = plan.drill
+    assert drill is not None and drill.record_id == original
+    assert drill.verdict == "safe" and drill.passed and drill.failed == [], drill.failed
+    assert drill.from_run == passing
+    assert [(c.from_case, c.source, c.passed) for c in drill.cases] == [
+        ("water", "failed_run", True),
+        ("incident-1", "incident", True),
+    ]
+    (relative,) = drill.baseline_gates
+    assert relative.outcome.value == "pass"
+    assert f"for the candidate's own counting run of {original}" in relative.message
+    assert rambling not in relative.message
+    assert drill.bytes_from is not None and drill.bytes_from.startswith("file://")
+    run = stored(registry).run(drill.run_id)
+    assert run is not None and run.exploratory and run.purpose == "drill"
+    assert plan.message.startswith("safe to apply — drill passed")
+
+    # Further back, to the first release: it fails what failed, and the drill says which.
+    paris = "What is the capital of France? Answer in one word."
+    code, out, err = cli(
+        "--db", db, "rollback", SMOLLM2_MODEL_ID, "--target", "cpu", "--to", forgetful,
+        "--drill", "--prompt", paris, "--expect", "Paris",
+    )  # fmt: skip
+    assert code == 1, err
+    assert out.startswith(f"drill       FAILED  {forgetful}")
+    assert "  answer    the candidate fails what failed: water, incident-1" in out
+    assert "to apply:   none — the candidate fails what failed" in out
+    events = stored(registry).events(SMOLLM2_MODEL_ID)
+    drills = [e.detail for e in events if e.kind == "rollback-drill"]
+    assert [(d["verdict"], d["failing_cases"]) for d in drills] == [
+        ("safe", []),
+        ("fails", ["water", "incident-1"]),
+    ]
+    assert _production(registry) == rambling

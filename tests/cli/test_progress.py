@@ -237,7 +237,9 @@ def test_verify_refuses_a_retired_or_held_record_before_anything_runs(cli, smoll
     assert code == 1 and out == ""
     assert err == (
         f"error: record {record} is not deployable on cpu: on hold: bad answers (verify runs "
-        f"nothing for a held record) — release it first: modelreg release {record} --why '...'\n"
+        "nothing for a held record: release it to verify it for real, or investigate it, which "
+        "never counts) — to reproduce it without releasing it (a run that never counts): "
+        f"modelreg verify {record} --target cpu --investigate\n"
     )
     assert cli("release", record, "--why", "fixed")[0] == 0
     assert cli("retire", record, "--why", "superseded")[0] == 0

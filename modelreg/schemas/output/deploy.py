@@ -18,6 +18,7 @@ from modelreg.schemas.output.base import (
     StepOut,
     _Out,
 )
+from modelreg.schemas.suite import GateResult
 from modelreg.schemas.verification import CheckResult
 
 
@@ -158,6 +159,12 @@ class DrillCaseOut(_Out):
     classification: str
     reason: str
     passed: bool
+    source: Literal["failed_run", "incident"] = Field(
+        default="failed_run",
+        description="failed_run: a case the record rolled away from failed in its newest run "
+        "that failed or had failing cases; incident: the incident's own input (a prompt and "
+        "what its answer must contain, given to the drill).",
+    )
 
 
 class DrillOut(_Out):
@@ -167,8 +174,43 @@ class DrillOut(_Out):
 
     record_id: str = Field(description="The candidate drilled.")
     target: str
-    run_id: str = Field(description="The drill's stored run (exploratory).")
-    passed: bool
+    run_id: str | None = Field(
+        description="The drill's stored run (exploratory, purpose drill); None: nothing ran "
+        "(verdict could_not_run: no copy of the candidate's bytes could be fetched)."
+    )
+    passed: bool = Field(description="verdict is safe.")
+    verdict: Literal["safe", "fails", "could_not_run"] = Field(
+        default="safe",
+        description="safe: safe to apply (every case asked again passed, the suite in force "
+        "and its gates held); fails: the candidate fails what failed (failing_cases names "
+        "them) or the suite in force; could_not_run: nothing was judged (could_not_run says "
+        "why: bytes missing, runtime crashed, ...).",
+    )
+    failing_cases: list[str] = Field(
+        default_factory=list,
+        description="The cases asked again that the candidate failed, by their id where they "
+        "came from (the failed run's case id, or incident-N).",
+    )
+    could_not_run: str | None = Field(
+        default=None, description="Why nothing was judged (verdict could_not_run)."
+    )
+    failed_inside_passing_run: list[str] = Field(
+        default_factory=list,
+        description="Cases of the suite in force the candidate failed in the drill while the "
+        "suite's pass rate held: reported, not a failure of the drill by themselves.",
+    )
+    baseline_gates: list[GateResult] = Field(
+        default_factory=list,
+        description="The suite's gates relative to a baseline (max_pass_rate_drop_vs), judged "
+        "against the candidate's own counting run on the target — never against the record "
+        "being left.",
+    )
+    bytes_from: str | None = Field(
+        default=None,
+        description="Where the drill took the candidate's bytes: --path, the recorded location "
+        "where they were added, or a copy fetched from its recorded locations (every sha256 "
+        "checked).",
+    )
     suite: str = Field(description="The drill suite: the suite in force and the failing cases.")
     suite_in_force: str | None = Field(
         description="The suite in force it contains (None: the golden prompts)."
