@@ -24,7 +24,6 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from fastapi import FastAPI
 
@@ -35,8 +34,12 @@ from modelreg.server.guard import ASGIApp, Guard, Scope, _permission_of
 from modelreg.server.handlers import install_error_handlers
 from modelreg.server.http import API, ServerSettings, _cookie
 from modelreg.server.routes import router
+from modelreg.server.supervise import server_config
+
+__all__ = ["create_app", "run", "server_config", "start_deliverer"]
 
 log = logging.getLogger("modelreg.server")
+SETTINGS_VARIABLE = "MODELREG_SERVE_SETTINGS"
 
 
 def create_app(settings: ServerSettings, registry: api.Registry | None = None) -> ASGIApp:
@@ -72,35 +75,6 @@ def create_app(settings: ServerSettings, registry: api.Registry | None = None) -
         authorize(registry, secret, _permission_of(scope.get("path", "")), public_read=False)
 
     return Guard(app, settings.max_body_bytes, settings.threads, writer, metrics)
-
-
-PROTOCOL = "modelreg.server.protocol:NoDelayH11Protocol"
-SETTINGS_VARIABLE = "MODELREG_SERVE_SETTINGS"
-
-
-def server_config(
-    app: ASGIApp | str, host: str, port: int, *, access_log: bool = False, workers: int = 1
-) -> Any:
-    """The uvicorn configuration ``serve`` (and the tests) run with: h11 on asyncio with
-    TCP_NODELAY on every connection (``modelreg.server.protocol``); ``workers`` processes
-    (then ``app`` is the factory's import string)."""
-    import uvicorn
-
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        http=PROTOCOL,
-        loop="asyncio",
-        interface="asgi3",
-        lifespan="off",
-        server_header=False,
-        access_log=access_log,
-        log_level="warning",
-        backlog=2048,
-        workers=workers,
-        factory=isinstance(app, str),
-    )
 
 
 def start_deliverer(
@@ -146,7 +120,8 @@ def run(
     workers: int = 1,
 ) -> None:
     """Serve until interrupted: one process, or ``workers`` processes sharing the socket
-    (each opens the registry; the parent checks it first, so errors show before serving)."""
+    (each opens the registry; the parent checks it first, so errors show before serving, then
+    becomes the supervisor: ``modelreg.server.supervise``)."""
     import uvicorn
 
     if workers == 1:
@@ -155,7 +130,7 @@ def run(
         if settings.webhooks:
             start_deliverer(registry)
     else:
-        api.open(settings.url)  # fail here, not in workers
+        api.open(settings.url).close()  # fail here, not in workers
         # /metrics answers every worker's counts: prometheus-client's multiprocess files.
         if settings.metrics and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             import tempfile
@@ -172,13 +147,6 @@ def run(
                 "webhooks": settings.webhooks,
             }
         )
-        config = server_config(
-            "modelreg.server.app:app_from_environment",
-            host,
-            port,
-            access_log=access_log,
-            workers=workers,
-        )
     who = "anyone may read" if settings.public_read else "reads and writes need a token"
     announce(
         f"modelreg serve: dashboard http://{host}:{port}/ · API http://{host}:{port}{API} · "
@@ -189,6 +157,21 @@ def run(
         tune_collector(freeze=True)
         uvicorn.Server(config).run()
         return
-    from uvicorn.supervisors import Multiprocess
+    _become_supervisor(host, port, workers, access_log)
 
-    Multiprocess(config, sockets=[config.bind_socket()]).run()
+
+def _become_supervisor(host: str, port: int, workers: int, access_log: bool) -> None:
+    """Replace this process (same pid, same environment: the workers' settings) with the
+    supervisor, which imports none of what the registry's check loaded here."""
+    import sys
+
+    import modelreg
+
+    # Wherever this process found modelreg, the supervisor and its workers find it too.
+    source = os.path.dirname(os.path.dirname(os.path.abspath(modelreg.__file__)))
+    path = os.environ.get("PYTHONPATH")
+    env = dict(os.environ, PYTHONPATH=source + (os.pathsep + path if path else ""))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    argv = [str(host), str(port), str(workers), "1" if access_log else "0"]
+    os.execve(sys.executable, [sys.executable, "-m", "modelreg.server.supervise", *argv], env)
