@@ -34,7 +34,8 @@ def _ours(path: Path) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, check=True
     )
-    return json.loads(done.stdout)
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
 
 
 def _baseline_rss() -> int:

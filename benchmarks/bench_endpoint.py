@@ -75,7 +75,8 @@ def _context(url: str) -> Any:
     )
     database = WORK / "endpoint-bench.db"
     database.unlink(missing_ok=True)
-    registry = modelreg.open(f"sqlite:///{database}", targets_file=targets)
+    registry = modelreg.open(f"sqlite:///{database}")
+    registry.define_targets(targets)
     added = registry.add(
         [smollm2_gguf()],
         model_id=SMOLLM2_MODEL_ID,

@@ -8,6 +8,7 @@ picklescan alone (``scan_file_path``) and fickling (``loader.scan_file`` / its z
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +80,9 @@ def _pickle_rows(directory: Path) -> list[dict[str, Any]]:
     for kind, path in _pickles(directory).items():
         assert scan_pickle_file(path) == [], (kind, scan_pickle_file(path))
         per_100mb = MB100 / path.stat().st_size
-        ours = best_of(lambda p=path: scan_pickle_file(p), 5) * per_100mb
-        picklescan = best_of(lambda p=path: scan_file_path(str(p)), 5) * per_100mb
-        fickling = best_of(lambda p=path: _fickling(p), 2) * per_100mb
+        ours = best_of(functools.partial(scan_pickle_file, path), 5) * per_100mb
+        picklescan = best_of(functools.partial(scan_file_path, str(path)), 5) * per_100mb
+        fickling = best_of(functools.partial(_fickling, path), 2) * per_100mb
         rows.append(
             {
                 "name": f"pickle scan per 100 MB, {kind}: modelreg vs picklescan alone",

@@ -42,7 +42,7 @@ def _smollm2_registry(name: str) -> tuple[Any, str]:
     WORK.mkdir(parents=True, exist_ok=True)
     database = WORK / name
     database.unlink(missing_ok=True)
-    registry = modelreg.open(f"sqlite:///{database}", targets_file=WORK / "no-targets.yaml")
+    registry = modelreg.open(f"sqlite:///{database}")
     added = registry.add(
         [smollm2_gguf()],
         model_id=SMOLLM2_MODEL_ID,
