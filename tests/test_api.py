@@ -222,7 +222,7 @@ def test_holding_production_says_loudly_what_production_is(registry: Registry) -
     assert held.production_on == ["cpu"]
     assert "WARNING" in held.message and f"production is still {r1}" in held.message
     # nothing was production before it: the hold says a rollback has nowhere to go
-    assert "on cpu: no rollback candidate" in held.message, held.message
+    assert "on cpu: nothing to roll back to: nothing was production" in held.message, held.message
     assert not any(s.action == "rollback" for s in held.next_steps)
     entry = registry.status(MODEL, "cpu").entries[0]
     assert entry.deployability.held and not entry.deployability.deployable

@@ -337,9 +337,16 @@ class Deploy(Core):
         if plan.decision == "rollback" and plan.candidate is not None:
             shown = plan.candidate.record
             return f"roll back to {shown.handle or shown.record_id} ({shown.record_id})", apply
+        if plan.decision != "no_candidate":
+            return plan.message, plan.next_steps[0].step() if plan.next_steps else None
+        if not plan.rejected:
+            return "nothing to roll back to: nothing was production there before it", None
+        why = "; ".join(f"{r.handle or r.record_id}: {r.why}" for r in plan.rejected[:2])
+        # break glass first (the one step that restores service now), else the first fix
         force = next((r.force for r in plan.rejected if r.force is not None), None)
-        step = force or (plan.next_steps[0] if plan.next_steps else None)
-        return plan.message, step.step() if step else None
+        fix = next((r.next for r in plan.rejected if r.next is not None), None)
+        step = force or fix
+        return f"nothing to roll back to ({why})", step.step() if step else None
 
     def hold(self, ref: str, why: str, *, actor: str | None = None) -> StateChangeOutput:
         """Put a record on hold: not deployable, not promotable, until released."""
