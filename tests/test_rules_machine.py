@@ -345,7 +345,7 @@ class RegistryMachine(RuleBasedStateMachine):
         """The machine's targets defined now (``far`` may be removed)."""
         return (TARGET, FAR) if self.far_defined else (TARGET,)
 
-    def _define_target(self) -> None:
+    def _define_target(self, dry_run: bool = False) -> Any:
         spec = self.dir / "targets.yaml"
         trust = f"    trust: {{verifier_keys: ['{self.public}']}}\n" if self.trusted else ""
         if self.declared == "image":
@@ -363,7 +363,7 @@ class RegistryMachine(RuleBasedStateMachine):
             f"    memory_gib: {self.memory}\n" + trust + f"  {FAR}:\n    kind: cpu\n"
             f"    hosts: ['far-*']\n    memory_gib: {self.far_memory}\n"
         )
-        self.registry.define_targets(spec, actor="machine")
+        return self.registry.define_targets(spec, actor="machine", dry_run=dry_run)
 
     def verdicts(self, target: str = TARGET) -> dict[str, tuple[bool, list[str]]]:
         """Every record's verdict on ``target``: deployable, and its reasons' codes (a run
@@ -399,7 +399,10 @@ class RegistryMachine(RuleBasedStateMachine):
         suite: Path | None = None,
         probe: str = "full",
         target: str = TARGET,
+        purpose: str | None = None,
     ) -> Any:
+        import dataclasses
+
         from modelreg.targets import for_host
 
         record = self.registry.get(record_id)
@@ -409,6 +412,8 @@ class RegistryMachine(RuleBasedStateMachine):
         plan = self.registry._verify._verify_plan(
             record, the_target, None, suite, attached, None, None
         )
+        if purpose is not None:  # what verify does with investigate=True (or a drill)
+            plan = dataclasses.replace(plan, exploratory=True, purpose=purpose)
         ran = suite or (self.attached if self.suite_rate is not None and model == MODEL else None)
         libraries = [str(self.ggml), str(self.speedups)]
         served = self.serving if target == TARGET else None
@@ -600,6 +605,105 @@ class RegistryMachine(RuleBasedStateMachine):
         out = self.verify(record, outcome, suite=self.one_off)
         assert out.exploratory
         assert self.everything() == before
+
+    @rule(record=records, outcome=st.sampled_from(["pass", "fail"]))
+    def investigate(self, record: str, outcome: str) -> None:
+        """Issue 40 item 5: a held record is refused by verify, which names the investigate
+        run; that run reproduces on it without releasing it, counts for nothing and changes
+        no verdict, gate or state."""
+        from modelreg.errors import NotDeployable
+
+        state = stored(self.registry).state(record).state.value
+        if state == "active":
+            self.hold(record)
+            state = "held"
+        if state == "held":
+            with pytest.raises(NotDeployable) as refused:
+                self.registry.verify(record, TARGET)  # refused before anything runs
+            steps = [r.step for r in refused.value.reasons if r.step is not None]
+            assert any(s.action == "verify" and s.args.get("investigate") for s in steps)
+        before = self.everything()
+        out = self.verify(record, outcome, purpose="investigate")
+        assert out.exploratory
+        assert self.everything() == before
+        assert stored(self.registry).state(record).state.value == state
+        assert out.purpose == "investigate"
+        SEEN[f"investigated a {state} record"] += 1
+
+    def _production_words(self) -> dict[tuple[str, str, str], tuple[str, list[str]]]:
+        """Every production entry with its verdict in one word and its reasons' codes."""
+        words = {}
+        for model in sorted(set(self.model_of.values())):
+            for entry in self.registry.status(model).entries:
+                verdict = entry.deployability
+                words[(model, entry.target, entry.record.record_id)] = (
+                    verdict.now,
+                    [reason.code for reason in verdict.reasons],
+                )
+        return words
+
+    @precondition(lambda self: bool(self.added))
+    @rule(
+        change=st.sampled_from(["attach", "detach", "memory", "trust"]),
+        rate=st.sampled_from([1.0, 0.5]),
+    )
+    def change_the_gate_dry_then_for_real(self, change: str, rate: float) -> None:
+        """Issue 40 item 3: a change of the gate names the production it takes out before
+        anyone finds out from the gate. The dry run writes nothing and gives the answer the
+        real change then gives; that answer is exactly the production entries whose verdict
+        the change changed (a word or a reason), each not deployable one with its step."""
+        before, words = self.everything(), self._production_words()
+
+        def apply(dry_run: bool) -> Any:
+            if change == "attach":
+                self.attached.write_text(SUITE.format(name="attached", answer="Paris", rate=rate))
+                return self.registry.attach_suite(
+                    MODEL, self.attached, why="machine", actor="machine", dry_run=dry_run
+                )
+            if change == "detach":
+                return self.registry.detach_suite(
+                    MODEL, why="machine", actor="machine", dry_run=dry_run
+                )
+            return self._define_target(dry_run=dry_run)
+
+        if change == "detach" and self.suite_rate is None:
+            return
+        memory, trusted = self.memory, self.trusted
+        if change == "memory":
+            self.memory = 32 if memory == 16 else 16
+        elif change == "trust":
+            self.trusted = not trusted
+        dry = apply(True)
+        assert dry.dry_run
+        assert self.everything() == before and self._production_words() == words
+        real = apply(False)
+        assert not real.dry_run
+        after = self._production_words()
+        said = {
+            (c.model_id, c.target, c.record_id): (c.before, c.after)
+            for c in real.production_affected
+        }
+        changed = {
+            key: (words[key][0], after[key][0])
+            for key in words
+            if key in after and words[key] != after[key]
+        }
+        assert said == changed, (change, said, changed)
+        assert [c.model_dump() for c in dry.production_affected] == [
+            c.model_dump() for c in real.production_affected
+        ]
+        for c in real.production_affected:
+            assert (c.next is None) == (c.after == "deployable"), c
+        if change == "attach":
+            if self.suite_rate is not None and rate < self.suite_rate:
+                assert real.weakens == [f"min_pass_rate {self.suite_rate} → {rate}"]
+            self.suite_rate = rate
+            self.steps += 1
+            self.attached_step = self.steps
+        elif change == "detach":
+            self.suite_rate = None
+            self.attached_step = None
+        SEEN[f"gate change ({change}) " + ("took production out" if said else "left it")] += 1
 
     @precondition(lambda self: bool(self.added))
     @rule(rate=st.sampled_from([1.0, 0.5]))
@@ -1622,5 +1726,38 @@ def test_a_tour_of_the_break_glass(monkeypatch: pytest.MonkeyPatch) -> None:
         "forced rollback",
         "forced mark cleared by a counting run",
         "webhook removed in flight",
+    ):
+        assert SEEN[reached] > 0, f"the tour never reached {reached!r}: {dict(SEEN)}"
+
+
+def test_a_tour_of_changing_the_gate_during_an_incident(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40 items 3 and 5 through the machine's own steps, every invariant after each:
+    each change of the gate is dry-run first and names the production it takes out, and a
+    held record is investigated without being released."""
+    monkeypatch.setattr(sys.modules[__name__], "event", lambda *_: None)  # no Hypothesis here
+    SEEN.clear()
+    machine = RegistryMachine()
+    try:
+        first, second = machine.add(), machine.add()
+        for step in (
+            lambda: machine.verify_run(first, "pass", "full", far=False),
+            lambda: machine.promote(first, approval=False, far=False),
+            lambda: machine.change_the_gate_dry_then_for_real("attach", 1.0),
+            lambda: machine.verify_run(first, "pass", "full", far=False),
+            lambda: machine.change_the_gate_dry_then_for_real("trust", 1.0),
+            lambda: machine.change_the_gate_dry_then_for_real("trust", 1.0),
+            lambda: machine.change_the_gate_dry_then_for_real("memory", 1.0),
+            lambda: machine.change_the_gate_dry_then_for_real("detach", 1.0),
+            lambda: machine.investigate(second, "fail"),
+            lambda: machine.investigate(first, "pass"),
+        ):
+            step()
+            _invariants(machine)
+    finally:
+        machine.teardown()
+    for reached in (
+        "gate change (attach) took production out",
+        "gate change (trust) took production out",
+        "investigated a held record",
     ):
         assert SEEN[reached] > 0, f"the tour never reached {reached!r}: {dict(SEEN)}"
