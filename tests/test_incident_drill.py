@@ -59,7 +59,7 @@ def test_two_incidents_in_a_row_fit_the_budget_and_the_break_glass_is_audited() 
     assert any(line.startswith("production  v1 ") for line in applied), applied
     # Holding production says what a rollback is left with.
     ((_, held, _),) = sections["(then"]
-    assert "no rollback candidate" in held[0] and "rolled back from" in held[0]
+    assert "nothing to roll back to" in held[0] and "rolled back from" in held[0]
     # Incident 3: the suite grew mid-incident; the rollback is still possible, with the reason.
     _attach, plan3, forced = sections["incident 3"]
     assert plan3[2] == 1  # no deployable candidate: exit 1, as an apply would
