@@ -397,6 +397,19 @@ def _pairs_where(reads: Reads, column: str, values: Sequence[str]) -> set[Pair]:
     return found
 
 
+def runtime_stale_pairs(reads: Reads, target: str) -> set[Pair]:
+    """The pairs on ``target`` whose stored verdict is stale for its runtime (a superset:
+    the reasons' JSON names the code)."""
+    v = VerdictRow
+    rows = reads.session.execute(
+        sa_select(col(v.record_id), col(v.target)).where(
+            col(v.target) == target,
+            col(v.reasons_json).contains(f'"{ReasonCode.STALE_RUNTIME.value}"'),
+        )
+    ).all()
+    return {(r, t) for r, t in rows}
+
+
 def _all_pairs(reads: Reads) -> set[Pair]:
     found: set[Pair] = set()
     for table in (RunRow, PromotionRow, VerdictRow):

@@ -38,7 +38,7 @@ from modelreg.registry.tables import (
     TargetRow,
     VerificationRow,
 )
-from modelreg.registry.verdicts import Dirty, settle
+from modelreg.registry.verdicts import Dirty, latest_reports, runtime_stale_pairs, settle
 from modelreg.rules import (
     RELAXATION_ACCEPTED,
     Deployability,
@@ -450,7 +450,17 @@ class Writes(Reads):
         run_id: str | None = None,
     ) -> None:
         """What a host of ``target`` runs for ``runtime`` (from a verify, or a host report):
-        evidence produced under another runtime there is stale from now on, for everyone."""
+        evidence produced under another runtime there is stale from now on, for everyone.
+
+        The same runtime as the newest report for it there (every verify on an unchanged
+        host) changes no verdict: the runtime evidence is compared with is the same. Only the
+        wording of verdicts already stale for their runtime names who reported, so only those
+        pairs are judged again — not the target's every pair (seconds on a large registry)."""
+        previous = latest_reports(self, target).get(runtime)
+        if previous is not None and previous.fingerprint == fingerprint:
+            self.dirty.pairs |= runtime_stale_pairs(self, target)
+        else:
+            self.dirty.targets.add(target)
         self.session.add(
             RuntimeReportRow(
                 target=target,
@@ -463,7 +473,6 @@ class Writes(Reads):
                 actor=actor,
             )
         )
-        self.dirty.targets.add(target)
 
     def record_location_check(
         self,
