@@ -604,7 +604,12 @@ def parse_since(value: str | datetime) -> datetime:
     age = _AGE_RE.fullmatch(text)
     if age:
         unit = {"m": "minutes", "h": "hours", "d": "days"}[age.group(2)]
-        return utcnow() - timedelta(**{unit: int(age.group(1))})
+        try:
+            return utcnow() - timedelta(**{unit: int(age.group(1))})
+        except OverflowError:  # before year 1: no moment to count from
+            raise InvalidInput(
+                f"`since` {text[:60]!r} reaches before year 1", "e.g. 12h, 7d or 365d"
+            ) from None
     try:
         when = datetime.fromisoformat(text)
     except ValueError:

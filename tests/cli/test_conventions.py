@@ -76,6 +76,10 @@ def test_history_filters_by_count_time_and_target(cli) -> None:
         "error: --since 'last tuesday' is not a date, a time or an age — e.g. 2026-11-30, "
         "2026-11-30T09:00Z, 12h or 7d\n"
     )
+    code, out, err = cli("history", "rules/alpha", "--since", "999999d")
+    assert (code, out) == (2, "") and err == (
+        "error: --since '999999d' reaches before year 1 — e.g. 12h, 7d or 365d\n"
+    )
 
 
 def test_release_needs_a_why_like_hold_and_retire(cli) -> None:
