@@ -144,7 +144,11 @@ def _event_summary(kind: str, detail: dict[str, Any]) -> str:
             blocking = [b.describe() for b in verdict.blocking]
         said = "passed" if not blocking else "failed: " + ", ".join(blocking)
         if detail.get("exploratory"):
-            return f"one-off run of {detail.get('suite')} {said} (not counted: changes no verdict)"
+            what = {
+                "investigate": "investigation",
+                "drill": "rollback drill",
+            }.get(str(detail.get("purpose")), "one-off run")
+            return f"{what} of {detail.get('suite')} {said} (not counted: changes no verdict)"
         return said
     previous = detail.get("previous_record_id")
     if kind in ("promote", "rollback"):

@@ -72,6 +72,12 @@ def test_a_held_record_is_investigated_without_being_released(
         if e.kind == "verify" and e.detail.get("run_id") == report["run_id"]
     ]
     assert event.detail["purpose"] == "investigate" and event.detail["exploratory"] is True
+    (said,) = [
+        e.summary
+        for e in registry.history(SMOLLM2_MODEL_ID).events
+        if e.detail.get("run_id") == report["run_id"]
+    ]
+    assert said.startswith("investigation of ") and "not counted" in said, said
 
 
 def test_the_investigation_says_it_never_counts(smollm2: Path, tmp_path: Path, cli: Any) -> None:
