@@ -65,10 +65,14 @@ def number_records(session: Session) -> None:
         .where(col(RecordRow.version).is_(None))
         .order_by(col(RecordRow.created_at), col(RecordRow.id))
     ).all()
+    highest: dict[str, int] = {}  # each model's highest number, read once
     for row in unnumbered:
-        row.version = next_version(session, row.model_id)
+        if row.model_id not in highest:
+            highest[row.model_id] = next_version(session, row.model_id) - 1
+        highest[row.model_id] += 1
+        row.version = highest[row.model_id]
         session.add(row)
-        session.flush()
+    session.flush()
 
 
 class Writes(Reads):
