@@ -67,6 +67,7 @@ PARAMETERS = (
     "expect",
     "model_id",
     "with_targets",
+    "target",
 )
 
 

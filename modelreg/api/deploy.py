@@ -125,7 +125,7 @@ class Deploy(Core):
     """Deploy decisions: promote, hold, release, retire. Collaborator: ``rollback`` (what a
     hold or retirement of production leaves to roll back to)."""
 
-    def __init__(self, store: Store, url: str, *, rollback: Rollback | None = None) -> None:
+    def __init__(self, store: Store, url: str, *, rollback: Rollback) -> None:
         super().__init__(store, url)
         self._rollback = rollback
 
@@ -331,8 +331,6 @@ class Deploy(Core):
     def _what_rollback_leaves(self, model_id: str, target: str) -> tuple[str, Step | None]:
         """Whether a rollback has a candidate once production is held, and the command."""
         apply = Step("rollback", model_id=model_id, target=target, why=None)
-        if self._rollback is None:
-            return "roll back", apply
         plan = self._rollback.rollback_plan(model_id, target)
         if plan.decision == "rollback" and plan.candidate is not None:
             shown = plan.candidate.record

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from modelreg.targets import Target
 
 
-from modelreg.api.drill import Drill, _drill_event
+from modelreg.api.drill import Drill, _drill_event, incident_cases
 from modelreg.api.rollback_plan import _named, _Plan, _plan_message
 
 
@@ -238,7 +238,7 @@ class Rollback(Core):
         rows: Sequence[tuple[str, str | None, Step | None]],
     ) -> list[RejectedCandidate]:
         """Earlier production records as a rollback shows them: each one's handle, whether
-        ``--to`` can take it now (or why not, and what would fix it) and, when only staleness
+        ``to`` can take it now (or why not, and what would fix it) and, when only staleness
         keeps it out, the break-glass command."""
         records = reads.records_by_id([r for r, _, _ in rows])
         shown = []
@@ -370,8 +370,6 @@ class Rollback(Core):
         no verdict) and a ``rollback-drill`` event names it; production does not change.
         ``drill.verdict``: safe, fails (``drill.failing_cases``) or could_not_run. Raises
         ``NoRollbackCandidate`` when there is none."""
-        from modelreg.api.drill import incident_cases
-
         incident = incident_cases(prompts, expect)
         actor = actor or config.actor()
         the_target, plan = self._read_plan(model_id, target, to)
@@ -426,8 +424,6 @@ class Rollback(Core):
         entries are accepted.
 
         ``prompts``, ``expect``, ``path``: the drill's (``drill_rollback``); only with it."""
-        from modelreg.api.drill import incident_cases
-
         _check_why(why, required="a rollback")
         _check_force(force, to)
         if not drill and (prompts or expect or path is not None):
@@ -520,8 +516,8 @@ class Rollback(Core):
                 message = (
                     f"FORCED {message}. It is not deployable ({'; '.join(plan.decision.forced)}):"
                     " status marks it forced until a counting run of it there, and the deploy "
-                    "gate passes it only where forced entries are accepted (gate "
-                    "--accept-forced, or the target's accept_forced)"
+                    "gate passes it only where forced entries are accepted (the gate's "
+                    "`accept_forced`, or the target's)"
                 )
                 steps.append(
                     Step("verify", "to clear the mark", ref=plan.candidate.id, target=target)

@@ -49,5 +49,5 @@ def _already_rolled_back(model_id: str, target: str, last: Promotion) -> str:
     return (
         f"nothing changed: already rolled back to {last.record_id} on {target} at "
         f"{last.at:%Y-%m-%d %H:%M} UTC ({last.actor}: {last.why}), and it is deployable; to go "
-        "further back, roll back to an earlier record (--to)"
+        "further back, roll back to an earlier record (`earlier` lists them)"
     )

@@ -53,10 +53,10 @@ class Status(Core):
             return targets[0]
         self._require_model(model_id)
         if not targets:
-            raise InvalidInput(f"{model_id} is production on no target: give --target")
+            raise InvalidInput(f"{model_id} is production on no target: give `target`")
         raise InvalidInput(
             f"{model_id} is production on {len(targets)} targets ({', '.join(targets)}): "
-            "give --target"
+            "give `target`"
         )
 
     def _status(

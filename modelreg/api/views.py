@@ -428,8 +428,8 @@ def _gate_of(
                     code="gate",
                     message=f"{record.record_id} was forced to production by a break-glass "
                     "rollback and is not deployable: the gate passes it only where forced "
-                    "entries are accepted (accept_forced: the caller's --accept-forced, or the "
-                    "target's accept_forced: true)",
+                    "entries are accepted (the caller's `accept_forced`, or the target's "
+                    "`accept_forced: true`)",
                 )
             ]
             if entry.forced and not forced and not verdict.deployable

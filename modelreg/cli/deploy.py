@@ -427,8 +427,6 @@ def rollback(
     Records may be given as MODEL@vN (--to acme/chat@v2)."""
     if apply and (why is None or not why.strip()):
         raise InvalidInput("rollback --apply needs --why", "say why, e.g. --why 'incident 42'")
-    if force and to is None:
-        raise InvalidInput("rollback --force needs --to RECORD", "a break glass names its record")
     prompts, expected = prompt or [], expect or []
     if not drill and (prompts or expected or path is not None):
         raise InvalidInput("--prompt, --expect and --path are for a drill: add --drill")

@@ -82,6 +82,7 @@ FLAGS = {
     "limit": "--limit",
     "model_id": "--model-id",
     "with_targets": "--with-targets",
+    "target": "--target",
 }
 
 
