@@ -50,9 +50,9 @@ def test_the_incidents_own_input_goes_in_pairs() -> None:
     from modelreg.api.drill import incident_cases
 
     cases = incident_cases(["Capital of Korea?", "2 + 2?"], ["Seoul", "4"])
-    assert [(c.id, c.prompt, c.expect.describe()) for c in cases] == [
-        ("incident-1", "Capital of Korea?", cases[0].expect.describe()),
-        ("incident-2", "2 + 2?", cases[1].expect.describe()),
+    assert [(c.id, c.prompt, c.expect.value, c.expect.mode.value) for c in cases] == [
+        ("incident-1", "Capital of Korea?", "Seoul", "contains"),
+        ("incident-2", "2 + 2?", "4", "contains"),
     ]
     assert cases[0].expect.value == "Seoul" and cases[0].expect.mode.value == "contains"
     with pytest.raises(InvalidInput, match=r"`prompts` and `expect` go in pairs.*2 prompt"):

@@ -55,6 +55,7 @@ def test_promote_rollback_history(cli, smollm2: Path, scaled_smollm2: Path) -> N
     assert out.splitlines()[0].startswith("production  v") and newer in out.splitlines()[0]
     assert f" {good}  deployable" in out and "llama-cpp-python 0.3.36" in out
     assert out.startswith("production") and "will hold   v" in out and "--apply --why" in out
+    assert f"candidate   v1 {good}  deployable" in out and f"will hold   v2 {newer}" in out
     assert len((out + err).splitlines()) <= 10 and "lib /" not in out
 
     code, _, err = cli("rollback", SMOL_ID, "--target", "cpu", "--apply")
