@@ -5,8 +5,8 @@ each can make production entries (model × target) stale or failing at once. The
 materialised in the transaction of every write (``modelreg.registry.verdicts.settle``), so the
 answer is read, never re-derived: the production entries' stored verdicts before the change,
 and again after it has settled, in the same transaction under the settling lock — what a reader
-sees the moment it commits. A dry run is the same transaction rolled back (``DryRun``): the
-same answer, nothing written.
+sees the moment it commits. A dry run is the same transaction rolled back (``Store.write``'s
+``dry_run``): the same answer, nothing written.
 """
 
 from __future__ import annotations
@@ -24,10 +24,6 @@ if TYPE_CHECKING:
     from modelreg.registry.rows import Promotion
     from modelreg.registry.writes import Writes
     from modelreg.rules import Deployability
-
-
-class DryRun(Exception):
-    """Raised inside a write's transaction to roll it back: a dry run writes nothing."""
 
 
 @dataclass(frozen=True)
@@ -50,10 +46,7 @@ def watch(tx: Writes, promotions: Sequence[Promotion]) -> ProductionWatch:
 def production_changes(tx: Writes, watched: ProductionWatch) -> list[ProductionChangeOut]:
     """Settle what ``tx`` wrote and return every watched production entry whose verdict it
     changed: before and after in one word, the reasons now, and the step that clears them."""
-    from modelreg.registry.verdicts import stored
-
-    tx.settle()
-    return _diff(watched, stored(tx, _pairs(watched.promotions)))
+    return _diff(watched, tx.verdicts(_pairs(watched.promotions)))
 
 
 def production_now(reads: Reads, model_ids: Sequence[str]) -> list[Promotion]:

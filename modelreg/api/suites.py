@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from modelreg import config
 from modelreg.api.core import Core, _check_why
-from modelreg.api.impact import DryRun, production_changes, production_now, watch
+from modelreg.api.impact import production_changes, production_now, watch
 from modelreg.api.views import (
     _suite_output,
 )
@@ -61,39 +61,33 @@ class Suites(Core):
         _check_why(why)
         self._require_model(model_id)
         suite = load_suite_ref(suite_ref)
-        try:
-            with self.store.locked(model_id) as tx:
-                attached = tx.model_suites([model_id]).get(model_id)
-                if attached is not None and attached.suite_sha256 == suite.digest():
-                    return _suite_output(
-                        model_id,
-                        "attach",
-                        suite,
-                        f"{model_id} runs suite {suite.name} at this version already; "
-                        "nothing changed",
-                    ).model_copy(update={"dry_run": dry_run})
-                if attached is not None and not dry_run:
-                    _check_why(why, required="a new version of an attached suite")
-                old = Suite.model_validate_json(attached.suite_json) if attached else None
-                changes = suite_changes(old, suite)
-                watched = watch(tx, production_now(tx, [model_id]))
-                tx.attach_suite(
-                    suite.model_dump_json(),
-                    suite.digest(),
-                    actor or config.actor(),
-                    why=why,
-                    detail={
-                        "name": suite.name,
-                        "previous_sha256": attached.suite_sha256 if attached else None,
-                        "changes": changes[0],
-                        "weakens": changes[1],
-                    },
-                )
-                affected = production_changes(tx, watched)
-                if dry_run:
-                    raise DryRun
-        except DryRun:
-            pass
+        with self.store.locked(model_id, dry_run=dry_run) as tx:
+            attached = tx.model_suites([model_id]).get(model_id)
+            if attached is not None and attached.suite_sha256 == suite.digest():
+                return _suite_output(
+                    model_id,
+                    "attach",
+                    suite,
+                    f"{model_id} runs suite {suite.name} at this version already; nothing changed",
+                ).model_copy(update={"dry_run": dry_run})
+            if attached is not None and not dry_run:
+                _check_why(why, required="a new version of an attached suite")
+            old = Suite.model_validate_json(attached.suite_json) if attached else None
+            changes = suite_changes(old, suite)
+            watched = watch(tx, production_now(tx, [model_id]))
+            tx.attach_suite(
+                suite.model_dump_json(),
+                suite.digest(),
+                actor or config.actor(),
+                why=why,
+                detail={
+                    "name": suite.name,
+                    "previous_sha256": attached.suite_sha256 if attached else None,
+                    "changes": changes[0],
+                    "weakens": changes[1],
+                },
+            )
+            affected = production_changes(tx, watched)
         message = f"{model_id} {'would run' if dry_run else 'now runs'} suite {suite.name}"
         if changes[1]:
             message += (
@@ -120,26 +114,21 @@ class Suites(Core):
         from modelreg.suites import suite_changes
 
         self._require_model(model_id)
-        try:
-            with self.store.locked(model_id) as tx:
-                attached = tx.model_suites([model_id]).get(model_id)
-                if attached is None:
-                    return _suite_output(
-                        model_id,
-                        "detach",
-                        None,
-                        f"{model_id} had no suite attached; nothing changed",
-                    ).model_copy(update={"dry_run": dry_run})
-                if not dry_run:
-                    _check_why(why, required="detaching a suite")
-                changes = suite_changes(Suite.model_validate_json(attached.suite_json), None)
-                watched = watch(tx, production_now(tx, [model_id]))
-                tx.detach_suite(actor or config.actor(), why=why, detail={"changes": changes[0]})
-                affected = production_changes(tx, watched)
-                if dry_run:
-                    raise DryRun
-        except DryRun:
-            pass
+        with self.store.locked(model_id, dry_run=dry_run) as tx:
+            attached = tx.model_suites([model_id]).get(model_id)
+            if attached is None:
+                return _suite_output(
+                    model_id,
+                    "detach",
+                    None,
+                    f"{model_id} had no suite attached; nothing changed",
+                ).model_copy(update={"dry_run": dry_run})
+            if not dry_run:
+                _check_why(why, required="detaching a suite")
+            changes = suite_changes(Suite.model_validate_json(attached.suite_json), None)
+            watched = watch(tx, production_now(tx, [model_id]))
+            tx.detach_suite(actor or config.actor(), why=why, detail={"changes": changes[0]})
+            affected = production_changes(tx, watched)
         message = f"{model_id} {'would have' if dry_run else 'has'} no suite of its own now"
         return _suite_output(model_id, "detach", None, message, changes).model_copy(
             update={"production_affected": affected, "dry_run": dry_run}

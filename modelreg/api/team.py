@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from modelreg import config
 from modelreg.api.core import Core, _check_why
-from modelreg.api.impact import DryRun, production_changes, production_on, watch
+from modelreg.api.impact import production_changes, production_on, watch
 from modelreg.api.views import _token_out, _webhook_out
 from modelreg.errors import (
     InvalidInput,
@@ -104,21 +104,16 @@ class Team(Core):
         transaction start over and see it."""
         from sqlalchemy.exc import IntegrityError as RowConflict
 
-        for attempt in (1, 2):
-            try:
-                with self.store.write() as tx:
-                    watched = watch(tx, production_on(tx, list(specs)))
-                    changes = tx.define_targets(specs, actor, origin)
-                    affected = production_changes(tx, watched)
-                    if dry_run:
-                        raise DryRun
-                return changes, affected
-            except DryRun:
-                return changes, affected
-            except RowConflict:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
+        def once() -> tuple[dict[str, str], list[ProductionChangeOut]]:
+            with self.store.write(dry_run=dry_run) as tx:
+                watched = watch(tx, production_on(tx, list(specs)))
+                changes = tx.define_targets(specs, actor, origin)
+                return changes, production_changes(tx, watched)
+
+        try:
+            return once()
+        except RowConflict:
+            return once()
 
     def remove_target(
         self,
@@ -141,15 +136,10 @@ class Team(Core):
         # (a newer field, a bad path) can still be removed.
         with self.store.read() as reads:
             shared = {t.name for t in reads.target_specs()}
-        try:
-            with self.store.write() as tx:
-                watched = watch(tx, production_on(tx, [name]))
-                removed = tx.remove_target(name, actor or config.actor(), why)
-                affected = production_changes(tx, watched)
-                if dry_run:
-                    raise DryRun
-        except DryRun:
-            pass
+        with self.store.write(dry_run=dry_run) as tx:
+            watched = watch(tx, production_on(tx, [name]))
+            removed = tx.remove_target(name, actor or config.actor(), why)
+            affected = production_changes(tx, watched)
         if not removed:
             from modelreg.api.core import _unapplied
 

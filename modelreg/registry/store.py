@@ -70,19 +70,19 @@ class Store:
             yield Reads(session, self._manifest_json)
 
     @contextmanager
-    def write(self) -> Iterator[Writes]:
+    def write(self, *, dry_run: bool = False) -> Iterator[Writes]:
         """One transaction that may write (no model's lock); committed when the block ends
-        without an exception, rolled back otherwise."""
+        without an exception, rolled back otherwise — and always with ``dry_run`` (what it
+        read, its own writes included, is the answer; nothing is kept)."""
         with self._session() as session:
             writes = Writes(session, self._manifest_json)
             yield writes
-            writes.settle()
-            session.commit()
+            _end(session, writes, dry_run)
 
     @contextmanager
-    def locked(self, model_id: str) -> Iterator[Writes]:
+    def locked(self, model_id: str, *, dry_run: bool = False) -> Iterator[Writes]:
         """One transaction holding ``model_id``'s lock; committed when the block ends without
-        an exception, rolled back otherwise.
+        an exception, rolled back otherwise (and with ``dry_run``, as ``write``).
 
         PostgreSQL: ``SELECT … FOR UPDATE`` on the model's row. SQLite: every writing
         transaction is ``BEGIN IMMEDIATE`` (see db.py), which holds the database's write lock.
@@ -94,8 +94,7 @@ class Store:
             if found is not None:
                 writes = Writes(session, self._manifest_json, model_id)
                 yield writes
-                writes.settle()
-                session.commit()
+                _end(session, writes, dry_run)
         if found is None:  # the suggestions read after our transaction (SQLite: its lock)
             with self.read() as reads:
                 raise ModelNotFound(model_id, reads.model_ids())
@@ -204,19 +203,6 @@ class Store:
             return False
         return True
 
-    def define_targets(
-        self, specs: dict[str, dict[str, Any]], actor: str, origin: str
-    ) -> dict[str, str]:
-        """``Writes.define_targets`` in a transaction of its own. A definition added
-        concurrently under the same name (PostgreSQL) makes the transaction start over and
-        see it."""
-        try:
-            with self.write() as tx:
-                return tx.define_targets(specs, actor, origin)
-        except IntegrityError:
-            with self.write() as tx:
-                return tx.define_targets(specs, actor, origin)
-
     def create_token(self, name: str, role: str, secret_sha256: str, actor: str) -> StoredToken:
         """Store a new token (its secret's digest only). Names are never reused."""
         taken = InvalidInput(
@@ -280,3 +266,12 @@ class Store:
                     )
                 )
         return bad
+
+
+def _end(session: Session, writes: Writes, dry_run: bool) -> None:
+    """A writing transaction's end: settled and committed, or (a dry run) left uncommitted —
+    closing the session rolls it back (and, unlike ``rollback()``, expires nothing read)."""
+    if dry_run:
+        return
+    writes.settle()
+    session.commit()
