@@ -43,6 +43,8 @@ DRILL_OUTPUT_CHARS = 200
 # The incident's own input asked in a drill: case ids incident-1, incident-2, ...
 INCIDENT_PREFIX = "incident-"
 MAX_INCIDENT_CASES = 20
+# The failing cases a rollback-drill event names (the drill's answer has them all).
+EVENT_CASES_MAX = 20
 # Tokens an incident prompt's answer may take (a chat turn must end within them).
 INCIDENT_MAX_TOKENS = 64
 # A drill's answer: safe to apply, the candidate fails what failed, or it could not run.
@@ -124,7 +126,7 @@ def incident_cases(prompts: Sequence[str], expect: Sequence[str]) -> tuple[Case,
     if len(prompts) > MAX_INCIDENT_CASES:
         raise InvalidInput(
             f"{len(prompts)} incident prompts: a drill asks at most {MAX_INCIDENT_CASES}",
-            "add the rest to the suite (suite add-case) instead",
+            "add the rest to the model's suite as cases instead",
         )
     cases = []
     for n, (prompt, expected) in enumerate(zip(prompts, expect, strict=True), 1):
@@ -500,7 +502,7 @@ def _drill_event(tx: Writes, actor: str, drill: DrillOut, why: str | None) -> No
             "run_id": drill.run_id,
             "passed": drill.passed,
             "verdict": drill.verdict,
-            "failing_cases": drill.failing_cases[:20],
+            "failing_cases": drill.failing_cases[:EVENT_CASES_MAX],
             "could_not_run": drill.could_not_run,
             "from_record": drill.from_record,
             "from_run": drill.from_run,

@@ -205,10 +205,9 @@ class Fleet(Core):
             got = self._locations.fetch(record_id, to, progress=progress, on_start=on_start)
             fetched = got.files
         # Gated after the bytes arrived: what is kept is what was production when it was done.
-        gates = [
-            self._status.gate(model_id, target, f.sha256, accept_forced=accept_forced)
-            for f in fetched
-        ]
+        gates = self._status.gates(
+            model_id, target, [f.sha256 for f in fetched], accept_forced=accept_forced
+        )
         failed = next((g for g in gates if not g.passed), None)
         gate = failed or gates[0]
         runtime_check = self._runtime_check(record_id, target) if check_runtime else None

@@ -143,17 +143,30 @@ class Status(Core):
     ) -> StatusOutput:
         """``status`` of the model on the target with the deploy gate's answer (``.gate``)
         decided from that same read: what is printed is what was judged."""
-        if not _SHA256_RE.fullmatch(sha256.strip()):
-            raise InvalidInput(
-                f"`sha256` {sha256[:80]!r} is not a sha256", "give 64 hex characters"
-            )
+        status, (gate,) = self._gated(model_id, target, [sha256], accept_forced)
+        status.gate = gate
+        return status
+
+    def gates(
+        self, model_id: str, target: str, sha256s: Sequence[str], *, accept_forced: bool = False
+    ) -> list[GateOutput]:
+        """The deploy gate for each of ``sha256s`` (a record's files), from one read."""
+        return self._gated(model_id, target, sha256s, accept_forced)[1]
+
+    def _gated(
+        self, model_id: str, target: str, sha256s: Sequence[str], accept_forced: bool
+    ) -> tuple[StatusOutput, list[GateOutput]]:
+        for sha256 in sha256s:
+            if not _SHA256_RE.fullmatch(sha256.strip()):
+                raise InvalidInput(
+                    f"`sha256` {sha256[:80]!r} is not a sha256", "give 64 hex characters"
+                )
         entries, targets = self._status(model_id, target)
         status = StatusOutput.model_construct(entries=entries, gate=None)
-        policy = targets[target].accept_forced if target in targets else False
-        status.gate = _gate_of(
-            status, model_id, target, sha256.strip().lower(), accept_forced or policy
-        )
-        return status
+        accepted = accept_forced or (targets[target].accept_forced if target in targets else False)
+        return status, [
+            _gate_of(status, model_id, target, s.strip().lower(), accepted) for s in sha256s
+        ]
 
 
 def production_entries(

@@ -180,7 +180,6 @@ class DrillOut(_Out):
     )
     passed: bool = Field(description="verdict is safe.")
     verdict: Literal["safe", "fails", "could_not_run"] = Field(
-        default="safe",
         description="safe: safe to apply (every case asked again passed, the suite in force "
         "and its gates held); fails: the candidate fails what failed (failing_cases names "
         "them) or the suite in force; could_not_run: nothing was judged (could_not_run says "
