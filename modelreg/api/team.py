@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
     # imported: `modelreg inspect` needs no database.
     from modelreg.registry.rows import StoredToken
+    from modelreg.registry.writes import Writes
 
 
 class Team(Core):
@@ -99,21 +100,15 @@ class Team(Core):
     def _define(
         self, specs: dict[str, dict[str, Any]], actor: str, origin: str, dry_run: bool
     ) -> tuple[dict[str, str], list[ProductionChangeOut]]:
-        """Store the definitions in one transaction, with the production entries they change.
-        A definition added concurrently under the same name (PostgreSQL) makes the
-        transaction start over and see it."""
-        from sqlalchemy.exc import IntegrityError as RowConflict
+        """Store the definitions in one transaction, with the production entries they change
+        (started over once on a concurrent definition of the same name)."""
 
-        def once() -> tuple[dict[str, str], list[ProductionChangeOut]]:
-            with self.store.write(dry_run=dry_run) as tx:
-                watched = watch(tx, production_on(tx, list(specs)))
-                changes = tx.define_targets(specs, actor, origin)
-                return changes, production_changes(tx, watched)
+        def work(tx: Writes) -> tuple[dict[str, str], list[ProductionChangeOut]]:
+            watched = watch(tx, production_on(tx, list(specs)))
+            changes = tx.define_targets(specs, actor, origin)
+            return changes, production_changes(tx, watched)
 
-        try:
-            return once()
-        except RowConflict:
-            return once()
+        return self.store.write_once_more_on_conflict(work, dry_run=dry_run)
 
     def remove_target(
         self,

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -43,6 +43,8 @@ from modelreg.registry.tables import (
 from modelreg.registry.writes import Writes
 from modelreg.schemas.manifest import Manifest
 from modelreg.steps import Step
+
+T = TypeVar("T")
 
 
 class Store:
@@ -202,6 +204,25 @@ class Store:
         except IntegrityError:  # kept by a concurrent add a moment ago (PostgreSQL)
             return False
         return True
+
+    def write_once_more_on_conflict(
+        self, work: Callable[[Writes], T], *, dry_run: bool = False
+    ) -> T:
+        """``work`` in a writing transaction (``write``). A row added concurrently under the
+        same unique name (PostgreSQL) makes the transaction start over, once, and see it."""
+        try:
+            with self.write(dry_run=dry_run) as tx:
+                return work(tx)
+        except IntegrityError:
+            with self.write(dry_run=dry_run) as tx:
+                return work(tx)
+
+    def define_targets(
+        self, specs: dict[str, dict[str, Any]], actor: str, origin: str
+    ) -> dict[str, str]:
+        """``Writes.define_targets`` in a transaction of its own (started over once on a
+        concurrent definition of the same name)."""
+        return self.write_once_more_on_conflict(lambda tx: tx.define_targets(specs, actor, origin))
 
     def create_token(self, name: str, role: str, secret_sha256: str, actor: str) -> StoredToken:
         """Store a new token (its secret's digest only). Names are never reused."""
