@@ -59,6 +59,26 @@ def test_a_runtime_report_expires_evidence_for_every_reader(registry: Any) -> No
     assert other.gate(MODEL, "cpu", sha).passed
 
 
+def test_a_host_report_looks_at_every_library_a_host_of_the_target_named(
+    registry: Any, tmp_path: Path
+) -> None:
+    """A report from a host without a library (another host's, written without it) does not
+    hide that library from the next host's report: its rebuild still expires evidence."""
+    from modelreg.fingerprint import LIB_PREFIX, library_digest, observed_runtime
+    from modelreg.targets import for_host
+
+    library = tmp_path / "libggml-cpu.so"
+    library.write_bytes(b"ggml build 1")
+    here = for_host(registry.target("cpu"))
+    with registry.store.write() as tx:
+        observed = observed_runtime(here, "llama.cpp", libraries=[str(library)])
+        tx.record_runtime_report("cpu", "llama.cpp", "build-host", observed, "verify", "t")
+    report_runtime(registry)  # another host, no library in its report
+    library.write_bytes(b"ggml build 2")
+    (reported,) = registry.host_report("cpu", runtime="llama.cpp").reports
+    assert reported.fingerprint[f"{LIB_PREFIX}{library}"] == library_digest(library)
+
+
 def test_a_host_report_is_refused_from_a_host_that_is_not_the_targets(
     registry: Any, tmp_path: Path
 ) -> None:

@@ -52,7 +52,7 @@ class Fleet(Core):
             observed_runtime,
             runtime_installed,
         )
-        from modelreg.registry.verdicts import latest_reports
+        from modelreg.registry.verdicts import latest_reports, reported_libraries
         from modelreg.targets import for_host
 
         the_target = for_host(self.target(target))
@@ -69,16 +69,15 @@ class Fleet(Core):
             raise InvalidInput(
                 f"runtime {runtime!r}: {target} is a {the_target.kind} target ({', '.join(known)})"
             )
+        names = [runtime] if runtime is not None else list(known)
         with self.store.read() as reads:
             before = latest_reports(reads, target)
+            named = {name: reported_libraries(reads, target, name) for name in names}
         found: list[tuple[str, dict[str, str]]] = []
-        for name in [runtime] if runtime is not None else list(known):
-            previous = before.get(name)
-            libraries = [
-                key.removeprefix(LIB_PREFIX)
-                for key in (previous.fingerprint if previous else {})
-                if key.startswith(LIB_PREFIX)
-            ]
+        for name in names:
+            # Every library a host of the target reported, not only the newest report's:
+            # another host's report without it must not hide it from this one.
+            libraries = named[name]
             observed = observed_runtime(the_target, name, libraries=libraries)
             if not runtime_installed(name, observed):
                 if runtime is not None:

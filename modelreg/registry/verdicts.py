@@ -36,6 +36,7 @@ from modelreg import rules
 from modelreg.clock import utcnow
 from modelreg.errors import ModelregError
 from modelreg.fingerprint import (
+    LIB_PREFIX,
     Fingerprint,
     as_reported,
     definition_fingerprint,
@@ -122,6 +123,30 @@ def latest_reports(reads: Reads, target: str) -> dict[str, RuntimeReport]:
         )
         for row in rows
     }
+
+
+def reported_libraries(reads: Reads, target: str, runtime: str) -> list[str]:
+    """The libraries (``lib <path>`` keys) named by the newest report of each host of
+    ``target`` for ``runtime``: what a host report must look at so that a report from a host
+    that does not have a library (or one written without it) never hides it from the next."""
+
+    r = RuntimeReportRow
+    newest = (
+        sa_select(text("max(id)"))
+        .select_from(r)
+        .where(col(r.target) == target, col(r.runtime) == runtime)
+        .group_by(col(r.host))
+    )
+    rows = reads.session.execute(
+        sa_select(col(r.fingerprint_json)).where(col(r.id).in_(newest))
+    ).scalars()
+    named = {
+        key.removeprefix(LIB_PREFIX)
+        for row in rows
+        for key in json.loads(row)
+        if key.startswith(LIB_PREFIX)
+    }
+    return sorted(named)
 
 
 @dataclass
