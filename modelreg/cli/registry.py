@@ -26,7 +26,7 @@ def diff(
     json_out: JsonOption = False,
 ) -> int:
     """What changed from A to B: identity, source, license, ledger, weights, quantization,
-    tokenizer/template, config, runtime, files. Exit 0 even when they differ."""
+    tokenizer/template, config, runtime, files, golden prompts. Exit 0 even when they differ."""
     from modelreg import api
 
     if all(Path(r).suffix == ".json" and Path(r).is_file() for r in (a, b)):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelreg.license_policy import license_change
-from modelreg.schemas.manifest import Manifest, QuantRecipe
+from modelreg.schemas.manifest import JUDGMENT_FIELDS, Manifest, QuantRecipe
 
 # The dimensions a change is attributed to.
 ATTRIBUTION = ("weights", "quantization", "tokenizer/template", "runtime")
@@ -131,6 +131,42 @@ def _recipe(m: Manifest) -> Any:
     return q.recipe.model_dump() if q is not None and q.recipe is not None else None
 
 
+def _golden(m: Manifest) -> list[dict[str, Any]]:
+    return [g.model_dump() for g in m.golden_prompts]
+
+
+# The manifest fields a section above (or a note) already compares.
+_COMPARED = frozenset(
+    {
+        "model_id", "base_model", "base_model_revision", "format", "source", "license",
+        "parameters", "quantization", "runtime", "files", "golden_prompts", "gguf",
+    }
+)  # fmt: skip
+
+
+# Nested facts a section compares (the tokenizer/template section holds the template's).
+_IN_A_SECTION = frozenset({"architecture.chat_template_sha256"})
+
+
+def _other_facts(a: Manifest, b: Manifest) -> list[str]:
+    """The facts (judgments left out) no section compares that differ: named when nothing
+    else differs, so a diff never reads "same" everywhere for two identities."""
+    left_out = _COMPARED | JUDGMENT_FIELDS
+    da, db = a.model_dump(exclude=set(left_out)), b.model_dump(exclude=set(left_out))
+    found = []
+    for key in sorted(da.keys() | db.keys()):
+        va, vb = da.get(key), db.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            found += [
+                f"{key}.{k}"
+                for k in sorted(va.keys() | vb.keys())
+                if va.get(k) != vb.get(k) and f"{key}.{k}" not in _IN_A_SECTION
+            ]
+        elif va != vb:
+            found.append(key)
+    return found
+
+
 def _identity(m: Manifest) -> dict[str, Any]:
     return {
         "model_id": m.model_id,
@@ -219,6 +255,7 @@ def diff_manifests(a: Manifest, b: Manifest) -> ManifestDiff:
         SectionDiff(
             "files", {f.path: f.sha256 for f in a.files}, {f.path: f.sha256 for f in b.files}
         ),
+        SectionDiff("golden prompts", _golden(a), _golden(b)),
     ]
     notes = []
     same_model = a.model_id == b.model_id
@@ -260,6 +297,10 @@ def diff_manifests(a: Manifest, b: Manifest) -> ManifestDiff:
             f"weights: new tensor data from the same base model {a.base_model}@"
             f"{a.base_model_revision}: attributed to the new quantization"
         )
+    if not notes and not any(s.changed for s in sections):
+        others = _other_facts(a, b)
+        if others:
+            notes.append(f"other facts differ: {', '.join(others)}")
     return ManifestDiff(
         sections,
         same_model,

@@ -278,3 +278,22 @@ def test_promote_attribution_uses_the_recipe_fields(smol_manifest: Manifest) -> 
     assert attribution_warning(a, b) is None
     c = _with(smol_manifest, None, "f" * 64)
     assert attribution_warning(a, c) is None  # only the quantization (its record) changed
+
+
+def test_a_diff_of_two_identities_never_reads_same_everywhere(smol_manifest: Manifest) -> None:
+    """Two records whose only difference is a golden prompt, or a fact no section holds (the
+    card's size label), are two identities: the diff names what differs."""
+    from modelreg.schemas.manifest import GoldenPrompt
+
+    prompt = smol_manifest.model_copy(
+        update={"golden_prompts": [GoldenPrompt(prompt="Capital of Italy?", expect="Rome")]}
+    )
+    assert prompt.record_id != smol_manifest.record_id
+    result = diff_manifests(smol_manifest, prompt)
+    assert result.changed == ["golden prompts"]
+    assert result.attribution_warning is None  # not a build variable
+    label = smol_manifest.model_copy(update={"card_size_label": "135M"})
+    assert label.record_id != smol_manifest.record_id
+    result = diff_manifests(smol_manifest, label)
+    assert result.changed == [] and "other facts differ: card_size_label" in result.notes
+    assert diff_manifests(smol_manifest, smol_manifest).notes == []
