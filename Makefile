@@ -75,16 +75,21 @@ unit: $(STAMP)
 
 test: lint typecheck structure unit
 
-# The fast tier (issue 25): lint, types, and every test that needs neither a model runtime nor
-# PostgreSQL, on both cores. tests/conftest.py marks `model` (a model fixture, or `slow`) and
-# `postgres` (a "postgresql" parameter); the rules' state machine runs its `check` profile
-# (fewer histories); bytecode is cached (a tier of many short processes). `make test` still
-# runs everything, the state machine at `ci`.
+# The fast tier (issue 25; under a minute here, issue 43): lint, types, the layering and dead
+# code, and every test that needs neither a model runtime, PostgreSQL nor a real server, on
+# both cores. tests/conftest.py marks `model` (a model fixture, or `slow`), `postgres` (a
+# "postgresql" parameter) and `integration` (a real HTTP/S3/OCI server, or a whole page or
+# script of CLI commands) and `histories` (the rules' state machine's random histories: its
+# scripted tours still run here, every invariant checked after each step); fresh SQLite
+# registries replay one migration's dump (tests/conftest.py) in a tmpfs; bytecode is cached (a
+# tier of many short processes). `make test` still runs everything, the state machine at `ci`.
+CHECK_TMP := $(shell test -d /dev/shm && echo --basetemp=/dev/shm/modelreg-check-$$(id -u))
 .PHONY: check api-docs
 check: lint typecheck structure
 	env -u PYTHONDONTWRITEBYTECODE HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-check} \
-		$(BIN)/python -m pytest -q -n 2 \
-		-m "not model and not postgres and not conformance" --durations=5
+		$(BIN)/python -m pytest -q -n 2 --dist worksteal \
+		-m "not model and not postgres and not conformance and not integration and not histories" \
+		$(CHECK_TMP) --durations=5
 
 schema: $(STAMP)
 	$(BIN)/python -m modelreg.schemas.export schemas/

@@ -20,7 +20,8 @@ MODEL_CACHE = REPO / ".cache" / "models"
 
 # Fixtures that produce a real model (files of a bundled model, a conversion of one, a runtime
 # serving one). A test whose fixture closure holds any of them is marked ``model``; so is every
-# ``slow`` test. ``make check`` deselects ``model`` and ``postgres``: `make test` runs them all.
+# ``slow`` test. ``make check`` deselects ``model``, ``postgres`` and ``integration``: `make test`
+# runs them all.
 MODEL_FIXTURES = frozenset(
     {
         # tests/conftest.py
@@ -42,11 +43,40 @@ MODEL_FIXTURES = frozenset(
 )
 
 
+# Tests that start a real server (HTTP, S3, OCI, a hostile peer) or run a whole page or
+# script of CLI commands: marked ``integration``, which ``make check`` leaves to ``make test``.
+INTEGRATION = (
+    "tests/server/",
+    "tests/docs/test_docs_commands.py",
+    "tests/test_incident_drill.py",
+    "tests/test_s3.py",
+    "tests/test_s3_hostile.py",
+    "tests/test_oci.py",
+    "tests/test_oci_hostile.py",
+    "tests/test_webhooks_hostile.py",
+    "tests/test_remote_memory.py",
+)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A run that leaves ``integration`` out (``make check``) does not even import it."""
+    if "not integration" not in (config.getoption("markexpr", "") or ""):
+        return None
+    where = collection_path.resolve()
+    if where == REPO or REPO not in where.parents:
+        return None
+    return True if where.relative_to(REPO).as_posix().startswith(INTEGRATION) else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark ``model`` (needs a model runtime) and ``postgres`` (a parameter "postgresql": the
-    ``db_url`` fixture's, the state machine's backend) from what each test uses, so that
-    ``-m "not model and not postgres"`` is the fast tier."""
+    """Mark ``model`` (needs a model runtime), ``postgres`` (a parameter "postgresql": the
+    ``db_url`` fixture's, the state machine's backend) and ``integration`` (``INTEGRATION``)
+    from what each test uses, so that ``-m "not model and not postgres and not integration"``
+    is the fast tier."""
     for item in items:
+        where = Path(str(item.path)).relative_to(REPO).as_posix()
+        if where.startswith(INTEGRATION):
+            item.add_marker(pytest.mark.integration)
         fixtures = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("model") is None and (
             fixtures & MODEL_FIXTURES or item.get_closest_marker("slow") is not None
@@ -61,6 +91,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
 
 
+# SQL a fresh SQLite registry replays instead of migrating (see the fixture below).
+_FRESH_SQLITE: list[str] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fresh_sqlite_registries_replay_one_migration() -> Iterator[None]:
+    """Most tests open a new SQLite registry, and migrating one is ~100 ms of alembic DDL
+    (13 revisions, SQLite's table copies): the first empty SQLite database a test process
+    opens is migrated for real and dumped (``sqlite3``'s ``iterdump``: every table, index,
+    trigger and row, ``alembic_version`` included); every later empty one replays that dump
+    in the same locked transaction — the same schema and rows in a few ms.
+    ``tests/registry/test_store.py`` checks a replayed registry equals a migrated one, and
+    migrations to other revisions, or of databases that are not empty, always run for real."""
+    from modelreg.registry import db
+
+    real = db._upgrade_locked
+
+    def upgrade(connection: Any, revision: str) -> None:
+        if (
+            revision != "head"
+            or connection.dialect.name != "sqlite"
+            or connection.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar()
+        ):
+            real(connection, revision)
+            return
+        if _FRESH_SQLITE:
+            for statement in _FRESH_SQLITE:
+                connection.exec_driver_sql(statement)
+            return
+        real(connection, revision)
+        raw = connection.connection.dbapi_connection
+        _FRESH_SQLITE.extend(
+            s for s in raw.iterdump() if s not in ("BEGIN TRANSACTION;", "COMMIT;")
+        )
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(db, "_upgrade_locked", upgrade)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MODELREG_HOME", str(tmp_path / "modelreg-home"))
@@ -69,6 +139,7 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MODELREG_DATABASE_URL", raising=False)
     monkeypatch.delenv("MODELREG_TARGETS", raising=False)
     monkeypatch.delenv("MODELREG_DEBUG", raising=False)
+    monkeypatch.delenv("COLUMNS", raising=False)  # tables are cut only where a test asks
     # No AWS credentials or endpoint from the machine, and no instance-metadata round trip
     # (botocore would wait on 169.254.169.254): S3 locations see a host without credentials
     # unless a test gives it some (tests/test_s3.py).

@@ -24,6 +24,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from modelreg.errors import InvalidInput, RegistryUnavailable, SchemaMismatch
 from modelreg.registry.db_head import SCHEMA_HEAD
+from modelreg.steps import Step
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -208,7 +209,7 @@ def prepare(engine: Engine, url: str) -> None:
     raise SchemaMismatch(
         f"the registry at {redact(url)} has schema {revision}, older than this modelreg "
         f"({SCHEMA_HEAD})",
-        f"upgrade it once, for every client: modelreg --db '{redact(url)}' db upgrade",
+        step=Step("upgrade", "upgrade this registry once, for every client"),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import stat
@@ -203,9 +204,12 @@ def test_postgresql_older_schema_needs_an_explicit_upgrade(db_url: str) -> None:
         return
     engine = create_registry_engine(db_url)
     migrate(engine, "0003")
-    with pytest.raises(SchemaMismatch, match="db upgrade") as caught:
+    with pytest.raises(SchemaMismatch, match="upgrade this registry once") as caught:
         modelreg.open(db_url)
     assert "older than this modelreg" in str(caught.value)
+    assert caught.value.step == Step(
+        "upgrade", purpose="upgrade this registry once, for every client"
+    )
     assert current_revision(engine) == "0003"
     before, after = modelreg.upgrade(db_url)
     assert (before, after) == ("0003", SCHEMA_HEAD)
@@ -497,3 +501,35 @@ def test_migration_0009_holds_records_added_before_the_provenance_rule(
     registry = modelreg.open(db_url)
     verdict = registry.deployability("r_000000000001", "cpu")
     assert ReasonCode.PROVENANCE_UNKNOWN in [r.code for r in verdict.reasons]
+
+
+def test_a_fresh_sqlite_registry_the_tests_replay_equals_a_migrated_one(tmp_path: Path) -> None:
+    """tests/conftest.py replays one real migration's dump into every later empty SQLite
+    registry: that registry is the one alembic would have made (schema, indexes, rows)."""
+    import sqlite3
+
+    from alembic import command
+
+    from modelreg.registry.db import _alembic_config
+
+    modelreg.open(f"sqlite:///{tmp_path / 'first.db'}")
+    modelreg.open(f"sqlite:///{tmp_path / 'replayed.db'}")  # the dump, after the first
+    engine = create_registry_engine(f"sqlite:///{tmp_path / 'migrated.db'}")
+    with engine.begin() as connection:
+        config = _alembic_config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+    engine.dispose()
+    modelreg.open(f"sqlite:///{tmp_path / 'migrated.db'}")  # what opening writes, as above
+
+    def contents(name: str) -> tuple[list[str], list[object]]:
+        """The dump, in any order (indexes are dumped in the order their pages were made),
+        but the settings opening writes (their times differ), and their values."""
+        with contextlib.closing(sqlite3.connect(tmp_path / name)) as db:
+            dump = sorted(
+                s for s in db.iterdump() if not s.startswith('INSERT INTO "registry_settings"')
+            )
+            return dump, db.execute("SELECT name, value FROM registry_settings").fetchall()
+
+    assert contents("replayed.db") == contents("migrated.db")
+    assert any("CREATE TABLE" in s for s in contents("migrated.db")[0])
