@@ -32,7 +32,7 @@ from modelreg.judging import (
     suite_in_force,
     suite_label,
 )
-from modelreg.reasons import Reason
+from modelreg.reasons import Reason, ReasonCode, hold_code
 from modelreg.schemas.output import (
     VerifyOutput,
     VerifyStaleOutput,
@@ -53,6 +53,9 @@ if TYPE_CHECKING:
     from modelreg.targets import Target
     from modelreg.validators.base import VerifyOptions
     from modelreg.validators.child import RuntimeChild
+
+# Holds for what a record's files would run if loaded: verify loads nothing from such a record.
+_UNSAFE_CONTENT = (ReasonCode.UNSAFE_TEMPLATE, ReasonCode.UNSAFE_PICKLE)
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,26 @@ class Verify(Core):
                     )
                     message = f"{lifecycle.message} (verify runs nothing for a retired record)"
                 raise NotDeployable(record.id, target, [Reason(lifecycle.code, message, step)])
+            unsafe = [r for r in record.hold_reasons if hold_code(r) in _UNSAFE_CONTENT]
+            if unsafe:
+                # Nothing from it is loaded or rendered: not for a run that counts, not for
+                # an investigation, not for a drill (invariant: scanned before anything loads).
+                raise NotDeployable(
+                    record.id,
+                    target,
+                    [
+                        Reason(
+                            hold_code(unsafe[0]),
+                            f"{unsafe[0]} (verify loads nothing from a record held for what "
+                            "its files would run)",
+                            Step(
+                                "records",
+                                "add a build without it; the model's records",
+                                model=record.model_id,
+                            ),
+                        )
+                    ],
+                )
             from modelreg.validators.base import locate_files
 
             if fetch and path is None:

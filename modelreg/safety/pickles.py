@@ -33,6 +33,8 @@ PICKLE_SUFFIXES = frozenset(
     {".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".joblib", ".zip", ".npy", ".npz"}
 )
 MAX_NESTING = 3
+# A pickle-bearing zip member is read into memory to be scanned: at most this much of it.
+MAX_MEMBER_BYTES = 256 << 20
 _PICKLE_MAGIC = tuple(bytes([0x80, protocol]) for protocol in range(6))
 _ZIP_MAGIC = b"PK\x03\x04"
 _TORCH_LEGACY_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
@@ -252,9 +254,21 @@ def _scan_zip(data: IO[bytes], label: str, prefix: str, depth: int) -> list[Pick
             member = f"{prefix}{info.filename}"
             try:
                 with archive.open(info) as fh:
-                    payload = fh.read()
+                    payload = fh.read(MAX_MEMBER_BYTES + 1)
             except (zipfile.BadZipFile, RuntimeError, OSError, NotImplementedError) as exc:
                 found.append(PickleFinding(member, None, f"member cannot be read ({exc})"))
+                continue
+            if len(payload) > MAX_MEMBER_BYTES:
+                # A deflate bomb, or a member too large to hold in memory: not scanned, so
+                # not clean (nothing read past the bound).
+                found.append(
+                    PickleFinding(
+                        member,
+                        None,
+                        f"member larger than {MAX_MEMBER_BYTES >> 20} MiB uncompressed: not "
+                        "scanned",
+                    )
+                )
                 continue
             if payload.startswith(_ZIP_MAGIC):
                 if depth >= MAX_NESTING:

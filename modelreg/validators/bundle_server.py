@@ -57,6 +57,7 @@ def ask_bundle_server(
     shaped like a runtime child's, evidence about the server that ran)."""
     import httpx
 
+    from modelreg.safety.pickles import UnsafePickleError, may_hold_pickle, require_clean
     from modelreg.validators.neuron_host import uses_neuron
     from modelreg.validators.openai_client import (
         EndpointTimeout,
@@ -85,6 +86,14 @@ def ask_bundle_server(
         answered = {"status": status, "message": message} | response
         return ChildRun("ok", answered, 0, None, wall, ""), evidence
 
+    # The server script unpickles what the bundle holds: nothing starts that was not
+    # scanned clean here, whatever the record's holds say.
+    try:
+        require_clean(
+            sorted(p for p in bundle.rglob("*") if p.is_file() and may_hold_pickle(p.name))
+        )
+    except UnsafePickleError as exc:
+        return ended("load_error", str(exc))
     runtime.start()
     try:
         with httpx.Client(base_url=runtime.base_url, trust_env=False) as probe:

@@ -9,10 +9,14 @@ files whose ``__reduce__`` names ``os.system`` / ``eval``: building one runs not
 
 from __future__ import annotations
 
+import atexit
+import functools
 import io
 import json
 import os
 import pickle
+import shutil
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -133,11 +137,22 @@ def hostile_template_gguf(path: Path, template: str | None = None) -> Path:
     """The bundled SmolLM2 GGUF rewritten to ``path`` with a hostile chat template (by default
     the issue's: ``cycler.__init__.__globals__.os.popen`` only when the last message says
     "deploy"). A real, loadable model whose template must hold its record at add."""
+    chosen = template if template is not None else HOSTILE_TEMPLATES[0][1]
+    path = Path(path)
+    shutil.copyfile(_rewritten(chosen), path)
+    return path
+
+
+@functools.cache
+def _rewritten(template: str) -> Path:
+    """SmolLM2 with ``template``, rewritten once per process (reading its 49,152-token
+    vocabulary back takes seconds); the directory goes when the process ends."""
     from modelreg.bundled import smollm2_gguf
     from tests.helpers import rewrite_chat_template
 
-    chosen = template if template is not None else HOSTILE_TEMPLATES[0][1]
-    return rewrite_chat_template(smollm2_gguf(), Path(path), chosen)
+    scratch = Path(tempfile.mkdtemp(prefix="modelreg-hostile-"))
+    atexit.register(shutil.rmtree, scratch, True)
+    return rewrite_chat_template(smollm2_gguf(), scratch / "model.gguf", template)
 
 
 # --- pickles ----------------------------------------------------------------------------

@@ -183,3 +183,23 @@ def test_no_combination_of_unrelated_options_drops_a_hold(
     for reason in baseline:
         if not reason.startswith(settled) if settled else True:
             assert reason in held, (sorted(chosen), reason)
+
+
+def test_verify_loads_nothing_from_a_record_held_for_its_template(tmp_path: Path) -> None:
+    """Not for a run that counts, not to investigate: a record held for what its template
+    would run is refused before any runtime renders it, and no run is written."""
+    import modelreg
+    from modelreg.errors import NotDeployable
+
+    path = hostile.hostile_template_gguf(tmp_path / "SmolLM2-hostile.gguf")
+    registry = modelreg.open(f"sqlite:///{tmp_path / 'r.db'}")
+    record = registry.add(
+        [path], model_id="HuggingFaceTB/SmolLM2-135M-Instruct", license_id="apache-2.0"
+    ).record.record_id
+    for investigate in (False, True):
+        with pytest.raises(NotDeployable) as refused:
+            registry.verify(record, "cpu", investigate=investigate)
+        assert "verify loads nothing from a record held" in refused.value.message
+        assert "unsafe_template" in refused.value.message
+        assert refused.value.step is not None and refused.value.step.action == "records"
+    assert registry.show(record).runs == []

@@ -96,3 +96,24 @@ def test_require_clean_refuses_before_loading(tmp_path: Path) -> None:
     require_clean([good])
     with pytest.raises(UnsafePickleError, match=r"embed_tokens.pt: .*posix.system.*not loaded"):
         require_clean([good, bad])
+
+
+def test_a_deflate_bomb_member_is_not_clean_and_not_read_past_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A torch zip whose data.pkl inflates past the bound (256 MiB; 1 MiB here) is a finding,
+    read no further: a few KB on disk never cost the scanner more than the bound."""
+    import zipfile
+
+    from modelreg.safety import pickles
+
+    monkeypatch.setattr(pickles, "MAX_MEMBER_BYTES", 1 << 20)
+    path = tmp_path / "model.pt"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("archive/data.pkl", b"\x80\x02" + b"\x00" * (4 << 20))
+    assert path.stat().st_size < 64 << 10
+    (finding,) = scan_pickle_file(path)
+    assert finding.member == "archive/data.pkl" and finding.global_name is None
+    assert "larger than 1 MiB uncompressed: not scanned" in finding.message
+    with pytest.raises(UnsafePickleError):
+        require_clean([path])

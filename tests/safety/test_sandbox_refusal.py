@@ -8,6 +8,8 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from modelreg import host
 from modelreg.schemas.suite import Classification
 from modelreg.schemas.verification import Outcome
@@ -18,6 +20,7 @@ from modelreg.validators.smoke import judge_run
 from tests.safety import hostile
 
 
+@pytest.mark.slow  # a real llama.cpp child renders the template
 def test_llama_cpp_sandbox_refusal_is_classified_unsafe_template(tmp_path: Path) -> None:
     model = hostile.hostile_template_gguf(
         tmp_path / "ungated.gguf", hostile.hostile_template("joiner-globals-os-system")

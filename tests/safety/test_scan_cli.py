@@ -113,3 +113,19 @@ def _renamed_smollm2(path: Path, name: str) -> Path:
 @pytest.fixture(autouse=True)
 def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def test_inspect_says_a_finding_that_holds_nothing(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Hidden characters hold nothing, and were stored but never shown: inspect (and show,
+    from the same lines) says them."""
+    from tests.helpers import write_gguf
+
+    path = write_gguf(
+        tmp_path / "m.gguf",
+        {"token_embd.weight": (4, 8)},
+        metadata={"general.name": "tiny \u202ereversed"},
+    )
+    code, out, err = cli("inspect", path, "--model-id", "acme/tiny")
+    assert code == 0, err
+    (line,) = [s for s in out.splitlines() if s.startswith("finding    hidden_text in m.gguf")]
+    assert "U+202E" in line

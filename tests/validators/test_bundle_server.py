@@ -193,3 +193,25 @@ def test_a_bad_serving_entry_is_refused(
     bundle = _bundle(slim_bundle, tmp_path / "bad", serve=serve)
     with pytest.raises(InvalidArtifact, match=needle.replace("{", r"\{").replace("}", r"\}")):
         build_manifest([bundle], model_id="google/gemma-3-270m")
+
+
+def test_a_bundle_whose_pickles_run_code_never_starts_its_server(
+    served_bundle: Path, tmp_path: Path
+) -> None:
+    """The server script unpickles the bundle's files: one that would run code is refused
+    before the script starts (no log, no process), whatever the record says."""
+    from tests.safety import hostile
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(served_bundle, bundle)
+    (bundle / "embed_tokens.pt").unlink()
+    hostile.torch_save_hostile(bundle / "embed_tokens.pt")
+    manifest = build_manifest([served_bundle], model_id="google/gemma-3-270m").manifest
+    assert manifest.neuron is not None and manifest.neuron.serve is not None
+    child, served = ask_bundle_server(
+        manifest.neuron.serve, bundle, QA, timeout=300, require_neuron=False
+    )
+    assert child.response is not None and child.response["status"] == "load_error"
+    assert "posix.system" in child.response["message"]
+    assert "not loaded (unsafe_pickle)" in child.response["message"]
+    assert served["log_tail"] == [] and "ready" not in served
