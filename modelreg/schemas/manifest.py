@@ -61,6 +61,7 @@ from modelreg.textsafe import confusable_warning, for_terminal
 _MODEL_ID_PART = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MODEL_ID_PART_MAX - 1}}}"
 MODEL_ID_RE = re.compile(rf"\A{_MODEL_ID_PART}/{_MODEL_ID_PART}\Z")
 # A record's handle: its model and the version number it was given at add (``acme/chat@v3``).
+HANDLE = rf"{_MODEL_ID_PART}/{_MODEL_ID_PART}@v[0-9]{{1,9}}"
 HANDLE_RE = re.compile(
     rf"\A(?P<model>{_MODEL_ID_PART}/{_MODEL_ID_PART})@v(?P<version>[0-9]{{1,9}})\Z"
 )

@@ -269,11 +269,11 @@ def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings
         b: Annotated[str, Query(max_length=200)] = "",
     ) -> Response:
         """What changed from record A to record B — ``modelreg diff`` as a page."""
-        from modelreg.server.http import record_ref
+        from modelreg.server.http import record_or_handle
 
         who = reader(request)
         try:
-            found = registry.diff(record_ref(a.strip()), record_ref(b.strip()))
+            found = registry.diff(record_or_handle(a.strip()), record_or_handle(b.strip()))
         except ModelregError as exc:
             return render("diff.html", 400, who=who, a=a, b=b, diff=None, refusal=exc)
         return render("diff.html", who=who, a=a, b=b, diff=found, refusal=None)

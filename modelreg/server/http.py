@@ -29,6 +29,7 @@ from modelreg.errors import (
     Unauthorized,
 )
 from modelreg.limits import RECORD_REF_MAX
+from modelreg.schemas.manifest import HANDLE_RE
 from modelreg.schemas.output import (
     ErrorBody,
     ErrorOutput,
@@ -138,6 +139,19 @@ def record_ref(value: str) -> str:
     if not _RECORD_REF_RE.fullmatch(value):
         raise InvalidInput(
             f"{value[:80]!r} is not a record id or id prefix", "give r_ and at least 4 hex digits"
+        )
+    return value
+
+
+def record_or_handle(value: str) -> str:
+    """A record id or id prefix, or a model's version handle (``acme/chat@v3``), from a
+    query or a body: 422 otherwise. (A path segment cannot hold the handle's slash.)"""
+    if HANDLE_RE.fullmatch(value):
+        return value
+    if not _RECORD_REF_RE.fullmatch(value):
+        raise InvalidInput(
+            f"{value[:80]!r} is not a record id, id prefix or version handle",
+            "give r_ and at least 4 hex digits, or MODEL@vN",
         )
     return value
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SkipValidati
 from modelreg.api.deploy import MAX_LIMITATIONS
 from modelreg.limits import (
     ACTOR_MAX,
+    HANDLE_MAX,
     HOST_MAX,
     MODEL_ID_MAX,
     RECORD_REF_MAX,
@@ -24,7 +25,7 @@ from modelreg.limits import (
 )
 from modelreg.locations import MAX_URL_CHARS
 from modelreg.manifests.fit import MAX_CONTEXT, MAX_SEQUENCES
-from modelreg.schemas.manifest import Manifest
+from modelreg.schemas.manifest import HANDLE, Manifest
 from modelreg.schemas.verification import CheckResult
 from modelreg.server.http import _RECORD_REF_RE
 from modelreg.webhooks import DEFAULT_EVENTS
@@ -41,9 +42,12 @@ NO_NUL = r"^[^\x00]*$"
 # space ``str.strip()`` removes.
 SAID = r"^[^\x00]*[^\s\x00\x1c-\x1f][^\x00]*$"
 RECORD_REF = _RECORD_REF_RE.pattern.join(("^(", ")$"))
+# Or a model's version handle (``acme/chat@v3``), where a slash can go: a query or a body.
+RECORD_OR_HANDLE = "^(" + _RECORD_REF_RE.pattern + "|" + HANDLE + ")$"
 SHA256 = r"^[0-9a-fA-F]{64}$"
-# What search can find: a record id or a sha256, or a prefix of either (browse.SEARCH_MIN).
-SEARCH = r"^(r_)?[0-9a-fA-F]{4,64}$"
+# What search can find: a record id or a sha256, or a prefix of either, or a part of a model
+# id (browse.SEARCH_MIN): the model id grammar's characters.
+SEARCH = r"^[A-Za-z0-9._/-]{4,193}$"
 # An age before now (``90m``, ``12h``, ``7d``; at most 99,999 of them: ~270 years).
 AGE = r"^[0-9]{1,5}[mhd]$"
 # URLs: the scheme is stated; the rest of their grammar is checked by the library, whose
@@ -67,11 +71,18 @@ TargetQuery = Annotated[
     Query(min_length=1, max_length=TARGET_NAME_MAX, pattern=NO_NUL, description="A target."),
 ]
 # Stated here, checked by ``http.record_ref`` (the same pattern), whose refusal says what to give.
-_RECORD_REF_SCHEMA = {"type": "string", "maxLength": RECORD_REF_MAX, "pattern": RECORD_REF}
+_RECORD_REF_SCHEMA = {
+    "type": "string",
+    "maxLength": HANDLE_MAX,
+    "pattern": RECORD_OR_HANDLE,
+}
 RecordQuery = Annotated[
     str,
     WithJsonSchema(_RECORD_REF_SCHEMA),
-    Query(description="A record id (r_ and 12 hex digits) or a unique prefix of its hex."),
+    Query(
+        description="A record id (r_ and 12 hex digits), a unique prefix of its hex, or the "
+        "model's version handle (acme/chat@v3)."
+    ),
 ]
 RecordPath = Annotated[
     str,
@@ -88,10 +99,10 @@ SearchQuery = Annotated[
     str,
     Query(
         min_length=4,
-        max_length=66,
+        max_length=MODEL_ID_MAX,
         pattern=SEARCH,
         description="A record id or a file's sha256, or a prefix of either (4 hex digits or "
-        "more; 8 or more to match a sha256).",
+        "more; 8 or more to match a sha256), or a part of a model id (case-insensitive).",
     ),
 ]
 
@@ -235,7 +246,7 @@ class RollbackInput(_In):
     target: TargetName
     why: Why
     to: Annotated[str, WithJsonSchema(_RECORD_REF_SCHEMA)] | None = Field(
-        default=None, description="Roll back to this record (checked as ``record_ref``)."
+        default=None, description="Roll back to this record: an id, a prefix or a version handle."
     )
     force: bool = Field(
         default=False,

@@ -43,7 +43,7 @@ from modelreg.schemas.output import (
     WebhooksOutput,
 )
 from modelreg.server.auth import Caller, authorize, bearer_secret
-from modelreg.server.http import API, json_response, record_ref
+from modelreg.server.http import API, json_response, record_or_handle, record_ref
 from modelreg.server.inputs import (
     AddManifestInput,
     ConcurrencyQuery,
@@ -229,8 +229,12 @@ def locations(registry: RegistryDep, _: Reader, record_id: RecordId) -> Response
 def add_locations(
     registry: RegistryDep, who: Adder, record_id: RecordId, body: LocationsInput
 ) -> Response:
-    """Add locations (no credentials in URLs). Role: verifier or releaser."""
-    return json_response(registry.locate(record_ref(record_id), body.urls, actor=who.actor))
+    """Add locations (no credentials in URLs). Role: verifier or releaser. The service
+    records them unread: it makes no remote call on a request thread, so a location becomes
+    fetchable when a host that reads it checks it (`locate --check`, or a fetch)."""
+    return json_response(
+        registry.locate(record_ref(record_id), body.urls, check_added=False, actor=who.actor)
+    )
 
 
 @router.get(
@@ -368,13 +372,15 @@ def trend(
 ) -> Response:
     """A record's (``record``) or a model's (``model``) local runs, oldest first, with
     decode tokens/s, median time to first token and peak RSS."""
-    return json_response(registry.trend(model=model, record=record_ref(record) if record else None))
+    return json_response(
+        registry.trend(model=model, record=record_or_handle(record) if record else None)
+    )
 
 
 @router.get(f"{API}/diff", response_model=DiffOutput, responses=errors, tags=["read"])
 def diff(registry: RegistryDep, _: Reader, a: RecordQuery, b: RecordQuery) -> Response:
     """What changed from record A to record B."""
-    return json_response(registry.diff(record_ref(a), record_ref(b)))
+    return json_response(registry.diff(record_or_handle(a), record_or_handle(b)))
 
 
 @router.get(f"{API}/fit", response_model=FitOutput, responses=errors, tags=["read"])
@@ -392,7 +398,7 @@ def fit(
     """Weights + KV cache + overhead against the target's memory."""
     return json_response(
         registry.fit(
-            record_ref(record),
+            record_or_handle(record),
             target,
             context=context,
             concurrency=concurrency,
@@ -473,7 +479,9 @@ def rollback_plan(
 ) -> Response:
     """The production record and the rollback candidate, with their locations (409 when
     there is no candidate); ``to``: the plan for rolling back to that record."""
-    plan = registry.rollback_plan(model, target, to=record_ref(to) if to is not None else None)
+    plan = registry.rollback_plan(
+        model, target, to=record_or_handle(to) if to is not None else None
+    )
     if plan.decision == "no_candidate":
         raise NoRollbackCandidate.of_plan(plan)
     return json_response(plan)
@@ -487,7 +495,7 @@ def rollback(registry: RegistryDep, who: Releaser, body: RollbackInput) -> Respo
             body.model,
             body.target,
             why=body.why,
-            to=record_ref(body.to) if body.to is not None else None,
+            to=record_or_handle(body.to) if body.to is not None else None,
             force=body.force,
             actor=who.actor,
         )

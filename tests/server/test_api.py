@@ -540,6 +540,51 @@ def test_locations_are_validated_and_shown_with_production(
     assert plan["candidate"]["fetch_from"] == plan["candidate"]["locations"][0]
 
 
+def test_version_handles_work_where_a_record_is_a_query_or_a_body_field(
+    served: Served, client_of: Clients
+) -> None:
+    """The rollback answer's next steps name MODEL@vN: the API that gives them takes them."""
+    r1, r2 = _two_releases(served.registry)
+    reader, releaser = client_of("reader"), client_of("releaser")
+    plan = reader.get(f"/api/v1/rollback-plan?model={MODEL}&target=cpu&to={MODEL}@v1")
+    assert plan.status_code == 200, plan.text
+    assert plan.json()["candidate"]["record"]["record_id"] == r1
+    diff = reader.get(f"/api/v1/diff?a={MODEL}@v1&b={MODEL}@v2")
+    assert diff.status_code == 200, diff.text
+    assert diff.json()["same_model"] is True
+    unknown = reader.get(f"/api/v1/rollback-plan?model={MODEL}&target=cpu&to={MODEL}@v9")
+    _error(unknown, 404, "record_not_found")
+    bad = reader.get(f"/api/v1/rollback-plan?model={MODEL}&target=cpu&to={MODEL}@x1")
+    _error(bad, 422, "invalid_input")
+    done = releaser.post(
+        "/api/v1/rollback",
+        json={"model": MODEL, "target": "cpu", "why": "incident", "to": f"{MODEL}@v1"},
+    )
+    assert done.status_code == 200, done.text
+    assert served.registry.status(MODEL).entries[0].record.record_id == r1
+    assert r2 != r1
+
+
+def test_the_service_records_a_posted_location_without_reading_it(
+    served: Served, client_of: Clients
+) -> None:
+    """No remote call on a request thread of the team service (issue 44): a verifier's
+    location at a loopback registry is recorded unread, not fetched by the service."""
+    r1, _ = _two_releases(served.registry)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    url = f"oci://127.0.0.1:{port}/models/alpha@sha256:{'c' * 64}"
+    with listener:
+        added = client_of("verifier").post(f"/api/v1/records/{r1}/locations", json={"urls": [url]})
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nothing connected
+    body = added.json()
+    assert added.status_code == 200 and body["added"] == [url] and body["checked"] == []
+    shown = {loc["url"]: loc for loc in body["locations"]}
+    assert shown[url]["fetchable"] is False and shown[url]["checked"] is None
+
+
 def test_accepted_connections_have_tcp_nodelay(served: Served, client_of: Clients) -> None:
     with client_of("reader") as reader:
         assert reader.get("/api/v1/targets").status_code == 200  # keep-alive: still open

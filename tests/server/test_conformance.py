@@ -322,6 +322,7 @@ def test_every_http_limit_is_in_the_openapi_document(tmp_path: Path) -> None:
     from modelreg.locations import MAX_URL_CHARS
     from modelreg.manifests.fit import KV_BYTES_PER_ELEMENT
     from modelreg.rules import RecordStateKind
+    from modelreg.schemas.manifest import HANDLE
     from modelreg.server.http import _RECORD_REF_RE
     from modelreg.webhooks import EVENTS
 
@@ -329,16 +330,21 @@ def test_every_http_limit_is_in_the_openapi_document(tmp_path: Path) -> None:
         spec = httpx.get(f"{served.url}/api/v1/openapi.json").json()
     stated = _stated(spec)
     record_ref = {"maxLength": limits.RECORD_REF_MAX, "pattern": f"^({_RECORD_REF_RE.pattern})$"}
+    # Where a slash can go (a query, a body): a version handle too (http.record_or_handle).
+    handle = {
+        "maxLength": limits.HANDLE_MAX,
+        "pattern": f"^({_RECORD_REF_RE.pattern}|{HANDLE})$",
+    }
     model = {"maxLength": limits.MODEL_ID_MAX}
     target = {"maxLength": limits.TARGET_NAME_MAX}
     why = {"maxLength": limits.WHY_MAX}
     # (operation or "*", where) -> what its schema must state; {}: no bound, on purpose.
     expected: dict[tuple[str, str], dict[str, Any]] = {
         ("*", "path record_id"): record_ref,
-        ("*", "query record"): record_ref,
-        ("*", "query a"): record_ref,
-        ("*", "query b"): record_ref,
-        ("*", "query to"): record_ref,
+        ("*", "query record"): handle,
+        ("*", "query a"): handle,
+        ("*", "query b"): handle,
+        ("*", "query to"): handle,
         ("*", "query model"): model,
         ("*", "query target"): target,
         ("*", "query deployable_on"): target,
@@ -372,7 +378,7 @@ def test_every_http_limit_is_in_the_openapi_document(tmp_path: Path) -> None:
         ("POST /api/v1/records/{record_id}/promote", "body retest_by"): {"format": "date"},
         ("POST /api/v1/records/{record_id}/promote", "body accept_relaxed_gate"): {},
         ("POST /api/v1/rollback", "body model"): model,
-        ("POST /api/v1/rollback", "body to"): record_ref,
+        ("POST /api/v1/rollback", "body to"): handle,
         ("POST /api/v1/rollback", "body force"): {"type": "boolean"},
         ("GET /api/v1/gate", "query accept_forced"): {"type": "boolean"},
         ("POST /api/v1/records/{record_id}/runs", "body host"): {"maxLength": limits.HOST_MAX},

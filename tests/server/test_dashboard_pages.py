@@ -262,6 +262,7 @@ def test_record_page_collapses_runs_and_links_the_diff(
     height = page.evaluate("document.documentElement.scrollHeight")
     assert height < 3000, height
     assert page.locator(f"#lineage a[href='/models/{BASE}']").count() == 1
+    assert page.inner_text("#handle").endswith("@v1")  # the handle people type (issue 40)
     page.screenshot(path=str(SCREENSHOTS / "record-runs.png"), full_page=True)
 
     # The next version's page links what changed: a metadata-only edit, called out.

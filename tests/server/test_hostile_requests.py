@@ -55,6 +55,7 @@ class Service:
     port: int
     secret: str  # a verifier's: may send bodies
     process: subprocess.Popen[str]
+    database: str  # its registry's URL
 
     @property
     def url(self) -> str:
@@ -98,7 +99,7 @@ def service(tmp_path: Path) -> Iterator[Service]:
         assert process.stdout is not None
         announced = process.stdout.readline()
         assert "modelreg serve" in announced, process.stderr.read() if process.stderr else ""
-        running = Service(process.pid, port, secret, process)
+        running = Service(process.pid, port, secret, process, url)
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -282,3 +283,64 @@ def test_hostile_requests_cost_one_answer_each(service: Service) -> None:
     for what, answered, seconds, rss in table:
         print(f"{what:50} {answered} {seconds:6.2f} s  RSS {rss / 1024:6.1f} MiB")
     assert grown_mib < 64, table
+
+
+def test_the_issues_own_hostile_requests_cost_one_answer_each(service: Service) -> None:
+    """Issue 44's own reproductions, against the service under the same 1 GiB limit: a
+    manifest naming 2,147,483,648 layers (refused at the door; one stored before the bound
+    existed is fitted in one request's time — it took 16.9 GB), a thousand requests with
+    made-up methods and paths (the /metrics exposition keeps its series), and a location at a
+    registry that would drip (recorded unread: nothing connects to it)."""
+    import random
+
+    from modelreg.schemas.manifest import Manifest
+    from tests.helpers import synthetic_manifest
+    from tests.server.test_metrics_labels import _random_requests, _series
+
+    headers = {"Authorization": f"Bearer {service.secret}"}
+    api = httpx.Client(base_url=service.url, headers=headers, timeout=30)
+    for _ in range(5):
+        assert service.serves()
+    baseline_kib = service.kib("VmHWM")
+
+    def hostile(i: int) -> dict[str, object]:
+        data: dict[str, object] = synthetic_manifest(i).model_dump(mode="json")
+        data["architecture"] = dict(data["architecture"]) | {  # type: ignore[call-overload]
+            "block_count": 2_147_483_648,
+            "head_count_kv": 4,
+            "key_length": 128,
+            "context_length": 4096,
+        }
+        return data
+
+    refused = api.post("/api/v1/records", json={"manifest": hostile(7)})
+    assert refused.status_code == 422, refused.text
+    assert "architecture.block_count" in refused.json()["error"]["message"]
+    stored = Manifest.model_validate(hostile(8), context={"stored": True})
+    record, _ = modelreg.open(service.database).store.add(stored, Path("."), "admin", {})
+    started = time.monotonic()
+    fitted = api.get("/api/v1/fit", params={"record": record.id, "target": "cpu"})
+    assert fitted.status_code == 200, fitted.text
+    assert time.monotonic() - started < 10
+
+    rng = random.Random(44)
+    _random_requests(service.port, 20, rng)  # every series a random request can make, once
+    api.get("/metrics")
+    before = api.get("/metrics").text
+    statuses = _random_requests(service.port, 1000, rng)
+    after = api.get("/metrics").text
+    assert sum(statuses.values()) == 1000 and all(400 <= s < 500 for s in statuses)
+    assert _series(after) == _series(before) and abs(len(after) - len(before)) < 200
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    url = f"oci://127.0.0.1:{listener.getsockname()[1]}/drip/model@sha256:{'d' * 64}"
+    with listener:
+        added = api.post(f"/api/v1/records/{record.id}/locations", json={"urls": [url]})
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    assert added.status_code == 200 and added.json()["checked"] == []
+
+    assert service.process.poll() is None and service.serves()
+    grown_mib = (service.kib("VmHWM") - baseline_kib) / 1024
+    assert grown_mib < 64, grown_mib
