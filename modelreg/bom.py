@@ -184,14 +184,16 @@ def _architecture(manifest: dict[str, Any]) -> str:
 
 
 def _approval_properties(show: ShowOutput) -> list[dict[str, str]]:
-    """Who answers for the record where it is production, and by when it must be re-tested
-    (promote --owner / --retest-by): CycloneDX has no field for either, so properties."""
+    """Who answers for the record where it is production (and where it was approved before),
+    and by when it must be re-tested (the promotion's owner / re-test date): CycloneDX has no
+    field for either, so properties."""
     props: list[dict[str, str]] = []
-    for p in show.production:
-        if p.owner:
-            props.append(_prop(f"production:{p.target}:owner", p.owner))
-        if p.retest_by:
-            props.append(_prop(f"production:{p.target}:retest_by", p.retest_by.isoformat()))
+    for kind, promotions in (("production", show.production), ("approved", show.approvals)):
+        for p in promotions:
+            if p.owner:
+                props.append(_prop(f"{kind}:{p.target}:owner", p.owner))
+            if p.retest_by:
+                props.append(_prop(f"{kind}:{p.target}:retest_by", p.retest_by.isoformat()))
     return props
 
 
@@ -337,7 +339,9 @@ def record_component(show: ShowOutput, locations: LocationsOutput) -> dict[str, 
     metrics = _metrics(show)
     if metrics:
         card["quantitativeAnalysis"] = {"performanceMetrics": metrics}
-    limitations = sorted({lim for p in show.production for lim in p.limitations})
+    limitations = sorted(
+        {lim for p in [*show.production, *show.approvals] for lim in p.limitations}
+    )
     if limitations:
         card["considerations"] = {"technicalLimitations": limitations}
     card["properties"] = _card_properties(manifest) + _approval_properties(show)

@@ -165,7 +165,11 @@ def test_add_notes_a_license_change_since_the_models_previous_record(
     manifest["license"] = {"id": "cc-by-nc-4.0", "source": "cli"}
     second = registry.add_manifest(manifest)
     assert second.created
-    assert second.notes == [
+    assert second.notes[0] == (
         "license changed from apache-2.0 (permissive) to cc-by-nc-4.0 (non-commercial) since "
         f"the model's previous record ({first.record.record_id})"
-    ]
+    )
+    # Issue 41: a non-commercial license is remarked on at add, whatever the targets decide.
+    assert len(second.notes) == 2
+    assert second.notes[1].startswith("license cc-by-nc-4.0 is non-commercial (")
+    assert "a target's license_policy (allow, warn or deny) decides" in second.notes[1]

@@ -12,6 +12,7 @@ from modelreg import rules
 from modelreg.api.core import Core
 from modelreg.api.views import _bits_per_weight, _total_parameters, deployability_out, record_out
 from modelreg.errors import InvalidInput
+from modelreg.limits import MODEL_ID_MAX
 from modelreg.schemas.output import (
     BrowseItem,
     BrowseOutput,
@@ -35,18 +36,20 @@ class Browse(Core):
     """Search, the records page and run trends."""
 
     def search(self, query: str, *, limit: int = 50) -> SearchOutput:
-        """Records whose id starts with ``query`` (``r_3f2a…`` or ``3f2a…``) or that hold a
-        file whose sha256 is, or starts with, ``query`` (8 hex digits or more)."""
+        """Records whose id starts with ``query`` (``r_3f2a…`` or ``3f2a…``), that hold a
+        file whose sha256 is, or starts with, ``query`` (8 hex digits or more), or whose model
+        id contains it (``smollm2``, case-insensitive)."""
         text = query.strip()
         if len(text) < SEARCH_MIN:
             raise InvalidInput(
                 f"search {text!r} is too short",
-                f"give at least {SEARCH_MIN} characters of a record id or 8 of a sha256",
+                f"give at least {SEARCH_MIN} characters of a record id or a model id, or 8 of a "
+                "sha256",
             )
-        if len(text) > 80:
+        if len(text) > MODEL_ID_MAX:
             raise InvalidInput(
-                "search is longer than a record id or a sha256",
-                "give a record id, a prefix of one, or a file's sha256",
+                f"search is longer than a model id ({MODEL_ID_MAX} characters)",
+                "give a record id, a prefix of one, a file's sha256 or a part of a model id",
             )
         if not 1 <= limit <= SEARCH_MAX:
             raise InvalidInput(f"search limit must be from 1 to {SEARCH_MAX}")
@@ -59,7 +62,7 @@ class Browse(Core):
         matches = [
             SearchMatch(
                 record=record_out(records[i], files[i], states.get(i, rules.ACTIVE)),
-                matched="sha256" if how == "sha256" else "record_id",
+                matched=how,
                 file=path,
             )
             for i, how, path in hits[:limit]

@@ -39,7 +39,7 @@ from modelreg.errors import (
     InvalidInput,
 )
 from modelreg.judging import trust_policy
-from modelreg.license_policy import license_change
+from modelreg.license_policy import LicenseClass, classify, license_change
 from modelreg.rules import (
     Deployability,
     RecordStateKind,
@@ -69,6 +69,11 @@ if TYPE_CHECKING:
     from modelreg.record import Record
     from modelreg.registry.store import Store
     from modelreg.schemas.manifest import Manifest
+
+
+# License classes an add remarks on (modelreg.license_policy), whatever the targets decide:
+# a non-commercial license is the one a team most often deploys by mistake.
+_REMARKED = (LicenseClass.NON_COMMERCIAL,)
 
 
 class Records(Core):
@@ -169,6 +174,14 @@ class Records(Core):
             changed = license_change(earlier[-1].license, record.license)
             if changed is not None:
                 notes.append(f"{changed} ({earlier[-1].id})")
+        kind = classify(record.license)
+        if created and record.license and kind.license_class in _REMARKED:
+            # Said at add whatever the targets decide: a target's license_policy holds it
+            # where the policy denies it (a verdict input); none of that is silent.
+            notes.append(
+                f"license {record.license} is {kind.license_class.value} ({kind.source}): "
+                "a target's license_policy (allow, warn or deny) decides where it may deploy"
+            )
         return AddOutput(
             created=created,
             record=out,
@@ -222,6 +235,10 @@ class Records(Core):
                 for p in reads.productions(record.model_id)
                 if p.record_id == record.id
             ]
+            now = {p.target for p in production}
+            approvals = [
+                promotion_out(p) for p in reads.approvals(record.id) if p.target not in now
+            ]
             foreign = reads.foreign_runs(record.id)
             exploratory = reads.exploratory_runs(record.id)
         deployability = [deployability_out(verdicts[(record.id, name)]) for name in verified_on]
@@ -231,6 +248,7 @@ class Records(Core):
             record=record_out(record, files, state),
             manifest=record.manifest.model_dump(mode="json"),
             production=production,
+            approvals=approvals,
             deployability=deployability,
             runs=_runs_out(verifications, foreign, exploratory),
             units={t: unit for t, unit in units.items() if unit},
@@ -408,7 +426,8 @@ class Records(Core):
 
     def card_render(self, ref: str, output: Path | None = None) -> CardRenderOutput:
         """The card section a publisher needs, from the record's facts — and where it is
-        production, with the approval it was promoted with."""
+        production, with the approval it was promoted with (and the approvals of targets it
+        was production on before: its known limitations stay with it)."""
         from modelreg import clock
         from modelreg.api.status import retest_overdue
         from modelreg.manifests.card import ProductionOn, render_card
@@ -416,6 +435,8 @@ class Records(Core):
         record = self.get(ref)
         with self.store.read() as reads:
             promotions = [p for p in reads.productions(record.model_id) if p.record_id == record.id]
+            now = {p.target for p in promotions}
+            earlier = [p for p in reads.approvals(record.id) if p.target not in now]
         today = clock.utcnow().date()
         production = [
             ProductionOn(
@@ -424,9 +445,10 @@ class Records(Core):
                 p.owner,
                 p.limitations,
                 p.retest_by.date() if p.retest_by is not None else None,
-                retest_overdue(p, today),
+                retest_overdue(p, today) if p.target in now else False,
+                now=p.target in now,
             )
-            for p in promotions
+            for p in [*promotions, *earlier]
         ]
         text = render_card(record.manifest, record.id, self.verified_on(record), production)
         if output is not None:

@@ -101,6 +101,7 @@ class Rollback(Core):
             readiness(current.id) if current else None,
             candidate,
             readiness(candidate.id) if candidate else None,
+            named=to is not None,
         )
 
     def _check_to(self, view: Reads, model_id: str, target: str, to: str) -> str:
@@ -225,6 +226,7 @@ class Rollback(Core):
             rejected=[] if nothing_to_do else earlier,
             earlier=earlier if nothing_to_do else [],
             forced=list(decision.forced),
+            named=plan.named,
             drill=drill,
             message=message,
             next_steps=steps_out(steps),

@@ -26,6 +26,8 @@ class _Plan:
     current_ready: rules.Readiness | None
     candidate: Record | None
     candidate_ready: rules.Readiness | None
+    # The candidate was named (``to``), not chosen as the newest earlier one that can serve.
+    named: bool = False
 
 
 def _plan_message(model_id: str, target: str, plan: _Plan) -> str:

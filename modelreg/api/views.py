@@ -154,7 +154,8 @@ def _event_summary(kind: str, detail: dict[str, Any]) -> str:
     if kind in ("promote", "rollback"):
         said = f"was {previous}" if previous else "first production record"
         if detail.get("forced"):
-            said += f"; FORCED (break glass), not deployable: {'; '.join(detail['forced'])}"
+            # First: a table cut to the terminal's width keeps it.
+            said = f"FORCED (break glass), not deployable: {'; '.join(detail['forced'])}; {said}"
         return said
     if kind == "add" and detail.get("hold_reasons"):
         return f"on hold: {'; '.join(detail['hold_reasons'])}"

@@ -21,9 +21,9 @@ from modelreg.cli.app import (
     app,
     registry,
 )
-from modelreg.cli.records import deployability_text, unit_text
+from modelreg.cli.records import deployability_text, named, unit_text
 from modelreg.cli.render import command_of, emit, out, say, say_next, table
-from modelreg.cli.rollback_text import named, rollback_text
+from modelreg.cli.rollback_text import rollback_text
 from modelreg.errors import InvalidInput, NoRollbackCandidate
 from modelreg.progress import ProgressMode
 

@@ -15,6 +15,12 @@ from modelreg.cli.render import HashProgress, emit, human_bytes, out, say, table
 if TYPE_CHECKING:
     from modelreg.schemas.output import DeployabilityOut, RecordOut
 
+
+def named(record: RecordOut) -> str:
+    """A record as a person types it: ``v3 r_0a1b2c3d4e5f`` (its model's version, its id)."""
+    return f"v{record.version} {record.record_id}" if record.version else record.record_id
+
+
 PathsArg = Annotated[
     list[str],
     typer.Argument(
@@ -352,9 +358,19 @@ def show(
             "--runtime", help="Also print each run's whole runtime fingerprint, one per line."
         ),
     ] = False,
+    runs: Annotated[
+        int,
+        typer.Option(
+            "--runs",
+            min=0,
+            help="Show the newest N runs, newest first; older ones are folded into one line "
+            "(0: every run; --json always has every run).",
+        ),
+    ] = 5,
     json_out: JsonOption = False,
 ) -> int:
-    """One record: manifest, state, where it is production, deployability, evidence."""
+    """One record: manifest, state, where it is production, deployability, evidence (the
+    newest runs first)."""
     from modelreg.fingerprint import summary
     from modelreg.schemas.manifest import Manifest
 
@@ -364,7 +380,7 @@ def show(
         return 0
     record = shown.record
     out(
-        f"record     {record.record_id}   (added {record.created_at:%Y-%m-%d %H:%M} by "
+        f"record     {named(record)}   (added {record.created_at:%Y-%m-%d %H:%M} UTC by "
         f"{record.created_by})"
     )
     out(f"location   {record.location}")
@@ -374,10 +390,13 @@ def show(
         f"state      {state_text(record)}"
         + (f": {record.state.reason}" if record.state.reason else "")
     )
-    for p in shown.production:
+    for p in [*shown.production, *shown.approvals]:
+        now = p in shown.production
         out(
-            f"production on {p.target} since {p.at:%Y-%m-%d %H:%M} UTC by {p.actor}"
+            f"{'production on' if now else 'promoted to'} {p.target}"
+            + f"{' since' if now else ''} {p.at:%Y-%m-%d %H:%M} UTC by {p.actor}"
             + (f" ({p.why})" if p.why else "")
+            + ("" if now else " — not production there now")
         )
         # The approval it was promoted with: who answers for it, until when, what it cannot do.
         if p.owner:
@@ -390,7 +409,10 @@ def show(
         out(f"on {verdict.target:<12} {deployability_text(verdict)}")
     for target, unit in shown.units.items():
         out(f"unit on {target:<9} {unit_text(unit)}")
-    if shown.runs:
+    newest = list(reversed(shown.runs))
+    folded = newest[runs:] if runs else []
+    newest = newest[:runs] if runs else newest
+    if newest:
         out()
         rows = [
             (
@@ -402,21 +424,30 @@ def show(
                 c.classification or "",
                 c.summary,
             )
-            for run in shown.runs
+            for run in newest
             for c in run.checks
         ]
-        print(table(rows, ["when", "target", "origin", "check", "outcome", "class", "summary"]))
-        for run in shown.runs:
+        print(
+            table(rows, ["when (UTC)", "target", "origin", "check", "outcome", "class", "summary"])
+        )
+        for run in newest:
             kind = "one-off run (not counted)" if run.exploratory else f"{run.origin} run"
             out(f"{kind} {run.run_id} on {run.target}: {summary(run.fingerprint)}")
             if runtime:
                 for key, value in sorted(run.fingerprint.items()):
                     out(f"  {key}  {value}")
+        if folded:
+            out(
+                f"{len(folded)} older run(s), {folded[-1].checks[0].finished_at:%Y-%m-%d} to "
+                f"{folded[0].checks[0].finished_at:%Y-%m-%d}, not shown (--runs 0 shows all)"
+                if all(r.checks for r in folded)
+                else f"{len(folded)} older run(s) not shown (--runs 0 shows all)"
+            )
         from modelreg.schemas.verification import generations
 
         failing = [
             (run.target, c, g)
-            for run in shown.runs[-1:]
+            for run in newest[:1]
             for c in run.checks
             for g in generations(c.evidence)
             if g.get("classification") not in (None, "pass")
@@ -464,7 +495,17 @@ def list_records(
         else:
             say("no records — add one with: modelreg add FILE.gguf --model-id org/name --source …")
         return 0
-    headers = ["record", "model", "format", "license", "params", "bpw", "state", "added"]
+    headers = [
+        "record",
+        "version",
+        "model",
+        "format",
+        "license",
+        "params",
+        "bpw",
+        "state",
+        "added (UTC)",
+    ]
     if deployable_on:
         headers.append(f"on {deployable_on}")
     rows = []
@@ -472,6 +513,7 @@ def list_records(
         r = item.record
         row = [
             r.record_id,
+            f"v{r.version}" if r.version else "",
             r.model_id,
             r.format,
             r.license or "unknown",
@@ -493,8 +535,8 @@ def search(
     query: Annotated[
         str,
         typer.Argument(
-            help="A record id or a prefix of one (r_3f2a…), or a file's sha256 or 8+ hex "
-            "digits of it.",
+            help="A record id or a prefix of one (r_3f2a…), a file's sha256 or 8+ hex "
+            "digits of it, or a part of a model id (smollm2).",
             show_default=False,
         ),
     ],
@@ -503,26 +545,28 @@ def search(
     ] = 50,
     json_out: JsonOption = False,
 ) -> int:
-    """Find records by record id prefix or by any file's sha256, newest first (which file
-    matched is named). Exit 1 when none does."""
+    """Find records by record id prefix, by any file's sha256 (which file matched is named)
+    or by a part of their model's id, newest first. Exit 1 when none does."""
     found = registry(ctx).search(query, limit=limit)
     if json_out:
         emit(found)
         return 0 if found.matches else 1
     if not found.matches:
-        say(f"no record id starts with {found.query!r} and no file's sha256 does")
+        say(f"no record id or file's sha256 starts with {found.query!r}, and no model id holds it")
         return 1
     rows = [
         [
             m.record.record_id,
             m.record.model_id,
             state_text(m.record),
-            f"file {m.file}" if m.matched == "sha256" else "record id",
+            f"file {m.file}"
+            if m.matched == "sha256"
+            else ("model id" if m.matched == "model_id" else "record id"),
             f"{m.record.created_at:%Y-%m-%d %H:%M}",
         ]
         for m in found.matches
     ]
-    print(table(rows, ["record", "model", "state", "matched", "added"]))
+    print(table(rows, ["record", "model", "state", "matched", "added (UTC)"]))
     if found.truncated:
         say(f"more records match: showing the newest {limit} (--limit)")
     return 0
@@ -650,4 +694,10 @@ def manifest_lines(m: Any) -> list[str]:
         lines.append(f"file       {f.path}  {human_bytes(f.bytes)}  sha256:{f.sha256}")
     for reason in m.hold_reasons:
         lines.append(f"HOLD       {reason}")
+    # What a scan found that holds nothing (hidden characters in a card or metadata): said,
+    # since only its holds would otherwise show.
+    for finding in m.findings:
+        if not finding.holds:
+            where = f" {finding.where}" if finding.where else ""
+            lines.append(f"finding    {finding.code} in {finding.file}{where}: {finding.message}")
     return lines

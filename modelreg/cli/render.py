@@ -10,6 +10,8 @@ Data (``out``, ``emit``) does not — ``token create`` prints its new secret the
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 import threading
 import time
@@ -50,11 +52,49 @@ def say(message: str) -> None:
     sys.stderr.write(clean(redact_secrets(message)) + "\n")
 
 
-def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+# Only a column wider than this is cut to fit the terminal, and to no less than this: times,
+# ids and states stay whole; free text (a summary, a reason) is what gives way.
+_COLUMN_MIN = 24
+
+
+def terminal_width() -> int | None:
+    """The width a person reads stdout at: ``COLUMNS`` when set, else the terminal's when
+    stdout is one; None for a pipe or a file (a script gets every character)."""
+    given = os.environ.get("COLUMNS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def table(
+    rows: Sequence[Sequence[Any]], headers: Sequence[str], *, width: int | None = None
+) -> str:
+    """Columns padded to their widest cell. Read at a terminal (``terminal_width``, or
+    ``width``), the widest columns — a summary, a reason — are cut with "…", widest first,
+    until each line fits or every column wider than ``_COLUMN_MIN`` characters is down to
+    it; ``--json`` has every value whole."""
     cells = [[("" if c is None else clean(c)) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    limit = width if width is not None else terminal_width()
+    if limit is not None and widths:
+        floor = [max(len(h), min(w, _COLUMN_MIN)) for h, w in zip(headers, widths, strict=True)]
+        over = sum(widths) + 2 * (len(widths) - 1) - limit
+        while over > 0:
+            room = [w - f for w, f in zip(widths, floor, strict=True)]
+            widest = max(range(len(widths)), key=lambda i: (room[i], i))
+            if room[widest] <= 0:
+                break
+            cut = min(over, room[widest], max(1, widths[widest] // 4))
+            widths[widest] -= cut
+            over -= cut
+        for row in cells:
+            for i, w in enumerate(widths):
+                if len(row[i]) > w:
+                    row[i] = row[i][: w - 1] + "…"
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells

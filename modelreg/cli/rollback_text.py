@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from modelreg.cli.records import deployability_text, unit_text
+from modelreg.cli.records import deployability_text, named, unit_text
 from modelreg.cli.render import command_of, out
 
 if TYPE_CHECKING:
     from modelreg.schemas.output import (
         DeployedOut,
         DrillOut,
-        RecordOut,
         RejectedCandidate,
         RollbackOutput,
     )
@@ -23,11 +22,6 @@ def _bytes_line(unit: DeployedOut) -> str:
     if unit.fetch_from:
         return f"  bytes     {unit.fetch_from}"
     return f"  bytes     NO FETCHABLE COPY ({unit.unfetchable})"
-
-
-def named(record: RecordOut) -> str:
-    """A record as a person types it: ``v3 r_0a1b2c3d4e5f`` (its model's version, its id)."""
-    return f"v{record.version} {record.record_id}" if record.version else record.record_id
 
 
 def _deployed_line(label: str, unit: DeployedOut) -> None:
@@ -119,7 +113,10 @@ def rollback_text(plan: RollbackOutput, command: str) -> None:
         out(f"to apply:   {command}")
         return
     out(
-        f"candidate   {named(candidate.record)}  deployable — the newest earlier production "
+        f"candidate   {named(candidate.record)}  deployable — the record named (--to), "
+        "deployable now with a fetchable copy"
+        if plan.named
+        else f"candidate   {named(candidate.record)}  deployable — the newest earlier production "
         "record that is deployable now and has a fetchable copy"
         if not plan.rejected
         else f"candidate   {named(candidate.record)}  deployable — the newest earlier "

@@ -132,7 +132,7 @@ def token_list(ctx: typer.Context, json_out: JsonOption = False) -> int:
         )
         for t in listed.tokens
     ]
-    print(table(rows, ["name", "role", "created", "by", "revoked"]))
+    print(table(rows, ["name", "role", "created (UTC)", "by", "revoked (UTC)"]))
     return 0
 
 

@@ -31,6 +31,8 @@ class ProductionOn:
     limitations: tuple[str, ...] = ()
     retest_by: date | None = None
     retest_overdue: bool = False
+    # False: promoted there before, something else is production there now.
+    now: bool = True
 
 
 def _yaml_scalar(value: object) -> str:
@@ -151,24 +153,31 @@ def render_card(
 
 def _production_lines(production: Sequence[ProductionOn]) -> list[str]:
     """Where it is production, who answers for it, its known limitations and when it must be
-    tested again (an overdue re-test says so)."""
-    if not production:
-        return []
-    lines = [
-        "",
-        "### In production",
-        "",
-        "| target | since | owner | re-test by |",
-        "|---|---|---|---|",
-    ]
-    for p in production:
-        due = "not set" if p.retest_by is None else p.retest_by.isoformat()
-        if p.retest_overdue:
-            due += " (**overdue**)"
-        owner = md(p.owner) if p.owner else "not named"
-        lines.append(f"| {md(p.target)} | {p.since:%Y-%m-%d %H:%M} UTC | {owner} | {due} |")
-    for p in production:
-        if p.limitations:
-            lines += ["", f"Known limitations on {md(p.target)}:", ""]
-            lines += [f"- {md(text)}" for text in p.limitations]
+    tested again (an overdue re-test says so); then the same for targets it was promoted to
+    before."""
+    lines: list[str] = []
+    for now, title, since in (
+        (True, "In production", "since"),
+        (False, "Approved before (not production now)", "promoted"),
+    ):
+        these = [p for p in production if p.now is now]
+        if not these:
+            continue
+        lines += [
+            "",
+            f"### {title}",
+            "",
+            f"| target | {since} | owner | re-test by |",
+            "|---|---|---|---|",
+        ]
+        for p in these:
+            due = "not set" if p.retest_by is None else p.retest_by.isoformat()
+            if p.retest_overdue:
+                due += " (**overdue**)"
+            owner = md(p.owner) if p.owner else "not named"
+            lines.append(f"| {md(p.target)} | {p.since:%Y-%m-%d %H:%M} UTC | {owner} | {due} |")
+        for p in these:
+            if p.limitations:
+                lines += ["", f"Known limitations on {md(p.target)}:", ""]
+                lines += [f"- {md(text)}" for text in p.limitations]
     return lines

@@ -130,19 +130,15 @@ class Reads:
         return record_of(row)
 
     def search(self, text: str, limit: int) -> list[tuple[str, str, str | None]]:
-        """(record id, how it matched — ``record_id`` or ``sha256`` — and the file that did)
-        for a record id prefix, or a file's sha256 or a prefix of it; newest records first."""
+        """(record id, how it matched — ``record_id``, ``sha256`` or ``model_id`` — and the
+        file that did) for a record id prefix, a file's sha256 or a prefix of it, or a part of
+        a model id; newest records first, in that order of kinds."""
         text = text.strip().lower()
         found: dict[str, tuple[str, str, str | None]] = {}
         prefix = record_prefix(text)
         if len(prefix) >= 6:
-            ids = self.session.exec(
-                select(RecordRow.id)
-                .where(col(RecordRow.id).like(f"{like_prefix(prefix)}%", escape="\\"))
-                .order_by(col(RecordRow.created_at).desc(), col(RecordRow.id))
-                .limit(limit)
-            ).all()
-            found |= {i: (i, "record_id", None) for i in ids}
+            pattern = col(RecordRow.id).like(f"{like_prefix(prefix)}%", escape="\\")
+            found |= {i: (i, "record_id", None) for i in self._newest_ids(pattern, limit)}
         if len(text) >= 8 and all(c in "0123456789abcdef" for c in text):
             f, r = RecordFileRow, RecordRow
             rows = self.session.execute(
@@ -154,7 +150,21 @@ class Reads:
             ).all()
             for record_id, path in rows:
                 found.setdefault(record_id, (record_id, "sha256", path))
+        if len(found) < limit:
+            # A part of a model's name (``smollm2``, ``acme/chat``), case-insensitive.
+            pattern = col(RecordRow.model_id).ilike(f"%{like_prefix(text)}%", escape="\\")
+            for record_id in self._newest_ids(pattern, limit):
+                found.setdefault(record_id, (record_id, "model_id", None))
         return list(found.values())[:limit]
+
+    def _newest_ids(self, where: Any, limit: int) -> Sequence[str]:
+        """The ids of the newest ``limit`` records matching ``where``."""
+        return self.session.exec(
+            select(RecordRow.id)
+            .where(where)
+            .order_by(col(RecordRow.created_at).desc(), col(RecordRow.id))
+            .limit(limit)
+        ).all()
 
     def record_by_identity(self, identity: str) -> Record | None:
         row = self.session.exec(
@@ -552,6 +562,21 @@ class Reads:
         if target:
             params["target"] = target
         return [Promotion.from_columns(r) for r in self.session.execute(statement, params)]
+
+    def approvals(self, record_id: str) -> list[Promotion]:
+        """The newest promotion of the record on each target it was ever promoted to, by
+        target: the approval it was made with (owner, known limitations, re-test date),
+        which stays with the record once something else is production there."""
+        p = PromotionRow
+        newest = (
+            select(func.max(p.id))
+            .where(p.record_id == record_id, p.action == "promote")
+            .group_by(col(p.target))
+        )
+        rows = self.session.execute(
+            promotion_columns().where(col(p.id).in_(newest)).order_by(col(p.target))
+        )
+        return [Promotion.from_columns(r) for r in rows]
 
     def productions_of(self, model_ids: Sequence[str]) -> list[Promotion]:
         """The current production row of every (model, target) of these models."""

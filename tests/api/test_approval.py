@@ -304,3 +304,38 @@ def test_show_and_the_bom_carry_the_production_approval(cli: Any, tmp_path: Path
     other = add_synthetic(registry, 2)
     code, out, _ = cli("--db", db, "show", other)
     assert "owner" not in out and "re-test" not in out
+
+
+def test_a_replaced_record_keeps_its_limitations_in_show_the_card_and_the_bom(
+    cli: Any, tmp_path: Path
+) -> None:
+    """Issue 42 item 7: once another record is production, the approval the first was
+    promoted with is still shown — limitations do not vanish with production."""
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    registry = modelreg.open(db)
+    due = _days_from_now(9)
+    first = _promoted(registry, owner="kim", limitations=["English only"], retest_by=due)
+    second = _promoted(registry, 2, owner="lee")
+    shown = registry.show(first)
+    assert shown.production == []
+    (approval,) = shown.approvals
+    assert (approval.target, approval.owner, approval.limitations) == (
+        "cpu",
+        "kim",
+        ["English only"],
+    )
+    assert registry.show(second).approvals == []  # production there now: not repeated
+    code, out, err = cli("--db", db, "show", first)
+    assert code == 0, err
+    assert "promoted to cpu " in out and "not production there now" in out
+    assert "  known limitation: English only" in out and "  owner kim" in out
+    card = registry.card_render(first).text
+    assert "### Approved before (not production now)" in card
+    assert "### In production" not in card and "- English only" in card
+    document = registry.cyclonedx(first)
+    (component,) = [c for c in document["components"] if c.get("modelCard")]
+    model_card = component["modelCard"]
+    assert model_card["considerations"] == {"technicalLimitations": ["English only"]}
+    props = {p["name"]: p["value"] for p in model_card["properties"]}
+    assert props["modelreg:approved:cpu:owner"] == "kim"
+    assert "modelreg:production:cpu:owner" not in props

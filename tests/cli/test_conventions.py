@@ -200,7 +200,7 @@ def test_unknown_figures_say_unknown_and_rates_keep_their_digits(cli, tmp_path) 
     assert "arch       llama  layers 2  (hidden, heads, kv heads, context unknown)\n" in out
     add_synthetic(modelreg.open(), 1)  # no quantization recorded
     code, out, _ = cli("list")
-    assert out.splitlines()[1].split()[4:6] == ["1,001", "unknown"]  # params, bits/weight
+    assert out.splitlines()[1].split()[5:7] == ["1,001", "unknown"]  # params, bits/weight
     slow = SuiteResult.model_construct(
         suite_name="s", cases=[], subsets=[], resources=Resources(decode_tokens_per_s=0.46)
     )

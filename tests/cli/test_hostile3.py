@@ -69,7 +69,7 @@ def test_show_names_the_origin_of_every_run(cli: Any, tmp_path: Path) -> None:
     code, out, _ = cli("--db", db, "show", record)
     assert code == 0
     header = next(line for line in out.splitlines() if line.startswith("when"))
-    assert header.split()[:3] == ["when", "target", "origin"]
+    assert header.split()[:4] == ["when", "(UTC)", "target", "origin"]
     assert "local" in out and "uploaded run" in out
 
 

@@ -47,6 +47,7 @@ def test_add_smollm2_records_the_facts(cli, smollm2: Path) -> None:
     header, row = out.splitlines()
     assert header.split() == [
         "record",
+        "version",
         "model",
         "format",
         "license",
@@ -54,9 +55,11 @@ def test_add_smollm2_records_the_facts(cli, smollm2: Path) -> None:
         "bpw",
         "state",
         "added",
+        "(UTC)",
     ]
-    assert row.split()[:7] == [
+    assert row.split()[:8] == [
         record["record_id"],
+        "v1",
         SMOL_ID,
         "gguf",
         "apache-2.0",

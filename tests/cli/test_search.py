@@ -32,7 +32,25 @@ def test_search_without_a_match_or_too_short(cli: Any) -> None:
     modelreg.open()
     code, out, err = cli("search", "ffffffffff")
     assert (code, out) == (1, "")
-    assert err.strip() == "no record id starts with 'ffffffffff' and no file's sha256 does"
+    assert err.strip() == (
+        "no record id or file's sha256 starts with 'ffffffffff', and no model id holds it"
+    )
     code, out, err = cli("search", "r_1")
     assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
     assert "too short" in err
+
+
+def test_search_by_a_part_of_a_model_name(cli: Any) -> None:
+    """Issue 40 item 6: the on-call remembers "the chat model", not its record id."""
+    registry = modelreg.open()
+    chat = add_synthetic(registry, 1, model_id="Acme/Chat-7B")
+    add_synthetic(registry, 2, model_id="acme/embedder")
+    code, out, err = cli("search", "chat-7", "--json")
+    found = json.loads(out)
+    assert code == 0, err
+    assert [(m["record"]["record_id"], m["matched"]) for m in found["matches"]] == [
+        (chat, "model_id")
+    ]
+    code, out, _ = cli("search", "acme/")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 3 and all("model id" in line for line in lines[1:])

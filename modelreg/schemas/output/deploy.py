@@ -227,6 +227,11 @@ class DrillOut(_Out):
 class RollbackOutput(Output):
     model_id: str
     target: str
+    named: bool = Field(
+        default=False,
+        description="The candidate was named (`to`), not chosen as the newest earlier "
+        "production record that can take production.",
+    )
     production: DeployedOut | None = Field(description="Production after this command.")
     candidate: DeployedOut | None = Field(description="What --apply would make production.")
     rolled_back_from: DeployedOut | None = Field(

@@ -40,6 +40,12 @@ class ShowOutput(Output):
     record: RecordOut
     manifest: dict[str, Any]
     production: list[PromotionOut] = Field(description="Where this record is production now.")
+    approvals: list[PromotionOut] = Field(
+        default_factory=list,
+        description="Where it was promoted before and is not production now: the newest "
+        "promotion there, with the approval it was made with (owner, known limitations, "
+        "re-test date).",
+    )
     deployability: list[DeployabilityOut]
     runs: list[RunOut]
     units: dict[str, dict[str, str]] = Field(
@@ -63,9 +69,9 @@ class ListOutput(Output):
 
 class SearchMatch(_Out):
     record: RecordOut
-    matched: Literal["record_id", "sha256"] = Field(
+    matched: Literal["record_id", "sha256", "model_id"] = Field(
         description="record_id: the query is a prefix of the record's id; sha256: of one of "
-        "its files' sha256 (that file is named)."
+        "its files' sha256 (that file is named); model_id: a part of its model's id."
     )
     file: str | None = None
 
