@@ -31,6 +31,26 @@ def test_the_readme_is_a_front_door() -> None:
     assert "## Trust and safety" in lines
 
 
+def test_the_readmes_release_discipline_covers_one_offs_hygiene_and_latency() -> None:
+    """Issue 42's acceptance: the section names one-off runs, suite hygiene and latency gates,
+    each with the word a user would act on, and sends the rest to the page that runs them."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Release discipline\n", 1)[1].split("\n## ", 1)[0]
+    for needle in (
+        "**one-off run**\n(`verify --suite S`)",
+        "never counted",
+        "--accept-relaxed-gate",
+        "**Suite hygiene:**",
+        "near-duplicates",
+        "--calibration",
+        "**Latency**",
+        "concurrency",
+        "p50/p95",
+        "(docs/release-discipline.md)",
+    ):
+        assert needle in section, needle
+
+
 def test_every_relative_link_in_the_readme_resolves() -> None:
     tokens = MarkdownIt("commonmark").parse(README.read_text(encoding="utf-8"))
     links = [
