@@ -68,6 +68,15 @@ PARAMETERS = (
     "model_id",
     "with_targets",
     "target",
+    "bits",
+    "quant",
+    "total_params",
+    "active_params",
+    "params_source",
+    "base_model",
+    "license_id",
+    "source",
+    "path",
 )
 
 

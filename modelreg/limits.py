@@ -20,7 +20,8 @@ from modelreg.errors import InvalidInput
 MODEL_ID_PART_MAX = 96
 MODEL_ID_MAX = 2 * MODEL_ID_PART_MAX + 1
 RECORD_REF_MAX = 32  # records.id; a record ref on the command line is an id or its prefix
-HANDLE_MAX = MODEL_ID_MAX + 11  # a version handle: the model id, then @v and 9 digits
+LABEL_MAX = 64  # promotions.label: a name a releaser gives a promotion (release-14)
+HANDLE_MAX = MODEL_ID_MAX + 1 + LABEL_MAX  # the model id, @, then vN or a label
 TARGET_NAME_MAX = 100  # verifications.target, promotions.target, events.target
 ACTOR_MAX = 200  # events.actor, promotions.actor, record_states.actor, records.created_by
 HOST_MAX = 200  # verifications.host

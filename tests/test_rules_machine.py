@@ -49,7 +49,7 @@ from sqlalchemy import text
 import modelreg
 from modelreg import host
 from modelreg.api.views import deployability_out
-from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable
+from modelreg.errors import InvalidInput, NoRollbackCandidate, NotDeployable, RecordNotFound
 from modelreg.fingerprint import inference_view, runtime_fingerprint
 from modelreg.schemas.verification import CheckResult, Outcome
 from modelreg.webhooks import EVENTS
@@ -297,6 +297,8 @@ class RegistryMachine(RuleBasedStateMachine):
         # Issue 40: (model, target) -> the record a break-glass rollback forced there, while
         # it is still production by that rollback.
         self.forced: dict[tuple[str, str], str] = {}
+        # (model, label) -> the record the newest promotion given that label made production.
+        self.labels: dict[tuple[str, str], str] = {}
         # Webhook id -> (its events, the newest event id before it was added, the newest
         # before it was removed or None): what the outbox must hold for it.
         self.hooks: dict[int, tuple[frozenset[str], int, int | None]] = {}
@@ -962,10 +964,16 @@ class RegistryMachine(RuleBasedStateMachine):
             self.registry.host_report(TARGET, actor="machine")
         assert self.everything() == before
 
-    @rule(record=records, approval=st.booleans(), far=st.booleans())
-    def promote(self, record: str, approval: bool, far: bool) -> None:
+    @rule(
+        record=records,
+        approval=st.booleans(),
+        far=st.booleans(),
+        label=st.sampled_from([None, "release", "canary"]),
+    )
+    def promote(self, record: str, approval: bool, far: bool, label: str | None = None) -> None:
         """(With an approval record sometimes: status and the second reader must show the one
-        production was promoted with.)"""
+        production was promoted with; and a label sometimes: ``MODEL@LABEL`` names the record
+        the newest promotion so labelled made production, on any target.)"""
         from datetime import date, timedelta
 
         if far and not self.far_defined:
@@ -982,13 +990,19 @@ class RegistryMachine(RuleBasedStateMachine):
             else {}
         )
         try:
-            self.registry.promote(record, target, why="machine", actor="machine", **given)
+            done = self.registry.promote(
+                record, target, why="machine", actor="machine", label=label, **given
+            )
         except InvalidInput:
-            # The production record again with another approval: refused, nothing changed.
-            assert approval and self.production(model, target) == record
+            # The production record again with another approval or label: refused, nothing
+            # changed.
+            assert (approval or label) and self.production(model, target) == record
         except NotDeployable:
             assert not verdict.deployable
         else:
+            if done.changed and label is not None:
+                self.labels[(model, label)] = record
+                SEEN["labelled promotion"] += 1
             # Invariant 2: a promote never makes a held or retired record production.
             assert verdict.deployable
             assert self.production(model, target) == record
@@ -1284,6 +1298,18 @@ class RegistryMachine(RuleBasedStateMachine):
             assert [v for v, _ in pairs] == list(range(1, len(pairs) + 1)), (model, pairs)
             version, record = pairs[-1]
             assert self.registry.get(f"{model}@v{version}").id == record
+
+    @invariant()
+    def labels_name_the_newest_promotion_given_them(self) -> None:
+        """Issue 40 item 6: ``MODEL@LABEL`` names the record the newest promotion given that
+        label made production (a rollback, which gives none, moves no label); a label never
+        given names nothing."""
+        for (model, label), record in self.labels.items():
+            assert self.registry.get(f"{model}@{label}").id == record, (model, label)
+        for model in (MODEL, MODEL2):
+            if (model, "canary") not in self.labels:
+                with pytest.raises(RecordNotFound):
+                    self.registry.get(f"{model}@canary")
 
     def _gates(self) -> dict[tuple[str, str], bool]:
         gates = {}
@@ -1781,9 +1807,10 @@ def test_a_tour_of_the_break_glass(monkeypatch: pytest.MonkeyPatch) -> None:
         first, second = machine.add(), machine.add()
         for step in (
             lambda: machine.verify_run(first, "pass", "full", far=False),
-            lambda: machine.promote(first, approval=False, far=False),
+            lambda: machine.promote(first, approval=False, far=False, label="release"),
             lambda: machine.verify_run(second, "pass", "full", far=False),
-            lambda: machine.promote(second, approval=False, far=False),
+            lambda: machine.promote(second, approval=False, far=False, label="release"),
+            lambda: machine.promote(second, approval=False, far=False, label="canary"),
             lambda: machine.forced_rollback(first, far=False, grow_suite=True),
             lambda: machine.verify_run(first, "pass", "full", far=False),
             lambda: machine.forced_rollback(second, far=False, grow_suite=False),  # held: no
@@ -1795,7 +1822,9 @@ def test_a_tour_of_the_break_glass(monkeypatch: pytest.MonkeyPatch) -> None:
         assert machine.production(MODEL, TARGET) == first
     finally:
         machine.teardown()
+    assert machine.labels == {(MODEL, "release"): second}  # re-labelling production: refused
     for reached in (
+        "labelled promotion",
         "break glass offered",
         "forced rollback",
         "forced mark cleared by a counting run",

@@ -83,6 +83,29 @@ def _approval(
     return owner, tuple(kept), due
 
 
+def _label(label: str | None) -> str | None:
+    """A promotion's label, checked: the grammar of a handle's last part (``release-14``), and
+    never a version number (``v3`` names the third record added)."""
+    from modelreg.limits import LABEL_MAX
+    from modelreg.schemas.manifest import LABEL_RE, VERSION_LIKE_RE
+
+    if label is None:
+        return None
+    if not LABEL_RE.fullmatch(label):
+        raise InvalidInput(
+            f"label {label[:80]!r} is not a label: letters, digits and ._- (at most "
+            f"{LABEL_MAX}), starting with a letter or digit",
+            "e.g. release-14",
+        )
+    if VERSION_LIKE_RE.fullmatch(label):
+        raise InvalidInput(
+            f"label {label!r} reads as a version number (MODEL@{label} names the record added "
+            f"as {label})",
+            "give another name, e.g. release-14",
+        )
+    return label
+
+
 def _differs(
     approval: tuple[str | None, tuple[str, ...], datetime | None], kept: Promotion
 ) -> bool:
@@ -140,6 +163,7 @@ class Deploy(Core):
         limitations: Sequence[str] = (),
         retest_by: date | None = None,
         accept_relaxed_gate: bool = False,
+        label: str | None = None,
     ) -> PromoteOutput:
         """Make the record production for its model on ``target``. Refused (``NotDeployable``)
         unless it is deployable there now — decided inside the transaction that moves the
@@ -147,7 +171,9 @@ class Deploy(Core):
 
         ``owner``, ``limitations``, ``retest_by``: the approval kept with the promotion — who
         answers for it, what it is known not to do, the day it must be tested again by
-        (``status`` says when that day has passed).
+        (``status`` says when that day has passed). ``label``: a name for the promotion
+        (``release-14``); ``MODEL@LABEL`` then names this record wherever a record is asked
+        for, until a newer promotion takes the label.
 
         ``accept_relaxed_gate`` (needs ``why``): when the only reasons it is not deployable are
         passes under gates weakened after it failed them (``gate_relaxed_after_failure``),
@@ -157,6 +183,7 @@ class Deploy(Core):
         is bad input."""
         _check_why(why, required="accepting a relaxed gate" if accept_relaxed_gate else None)
         approval = _approval(owner, limitations, retest_by)
+        label = _label(label)
         record = self.get(ref)
         the_target = self.target(target)
         actor = actor or config.actor()
@@ -165,12 +192,16 @@ class Deploy(Core):
             verdict = self._verdict(tx, record, target)
             current = tx.production(record.model_id, target)
             same = current is not None and current.record_id == record.id
-            if same and current is not None and _differs(approval, current):
+            if (
+                same
+                and current is not None
+                and (_differs(approval, current) or label not in (None, current.label))
+            ):
                 raise InvalidInput(
                     f"{record.id} is already production for {record.model_id} on {target} "
                     f"(since {current.at:%Y-%m-%d %H:%M} UTC); its approval is the one it "
                     "was promoted with, and promoting it again changes nothing",
-                    "promote it again without owner, limitations or re-test date",
+                    "promote it again without owner, limitations, re-test date or label",
                 )
             if accept_relaxed_gate:
                 accepted = self._accept_relaxed(tx, record, target, verdict, why, actor)
@@ -207,11 +238,13 @@ class Deploy(Core):
                 owner=approval[0],
                 limitations=approval[1],
                 retest_by=approval[2],
+                label=label,
             )
         return PromoteOutput(
             changed=True,
             message=f"{said}{record.id} is now production for {record.model_id} on {target} "
-            f"(was {promotion.previous_record_id or 'none'})",
+            f"(was {promotion.previous_record_id or 'none'})"
+            + (f"; labelled {label}: {record.model_id}@{label} names it" if label else ""),
             promotion=promotion_out(promotion),
             warning=warning,
             approval=approval_out(promotion, today),

@@ -85,6 +85,7 @@ def promotion_out(p: Promotion) -> PromotionOut:
         limitations=list(p.limitations),
         retest_by=p.retest_by.astimezone(UTC).date() if p.retest_by is not None else None,
         forced=list(p.forced),
+        label=p.label,
     )
 
 
@@ -153,6 +154,8 @@ def _event_summary(kind: str, detail: dict[str, Any]) -> str:
     previous = detail.get("previous_record_id")
     if kind in ("promote", "rollback"):
         said = f"was {previous}" if previous else "first production record"
+        if detail.get("label"):
+            said += f"; labelled {detail['label']}"
         if detail.get("forced"):
             # First: a table cut to the terminal's width keeps it.
             said = f"FORCED (break glass), not deployable: {'; '.join(detail['forced'])}; {said}"

@@ -38,7 +38,12 @@ TargetOption = Annotated[
     str, typer.Option("--target", "-t", help="Target name (see: modelreg targets).")
 ]
 RecordArg = Annotated[
-    str, typer.Argument(metavar="RECORD", help="Record id or prefix, or MODEL@vN (acme/chat@v3).")
+    str,
+    typer.Argument(
+        metavar="RECORD",
+        help="Record id or prefix, MODEL@vN (acme/chat@v3) or a promotion's label "
+        "(acme/chat@release-14).",
+    ),
 ]
 ModelArg = Annotated[str, typer.Argument(metavar="MODEL", help="Model id, org/name.")]
 WhyOption = Annotated[str | None, typer.Option("--why", help="Why (kept in the event log).")]

@@ -325,10 +325,19 @@ def promote(
             "refused if anything else keeps it from being deployable.",
         ),
     ] = False,
+    label: Annotated[
+        str | None,
+        typer.Option(
+            "--label",
+            metavar="NAME",
+            help="Name this promotion (release-14): MODEL@NAME then names RECORD wherever a "
+            "record is asked for, until a newer promotion takes the name.",
+        ),
+    ] = None,
     json_out: JsonOption = False,
 ) -> int:
     """Make RECORD production on TARGET (refused unless it is deployable there), with its
-    approval: owner, known limitations, re-test date."""
+    approval: owner, known limitations, re-test date — and a label, if given."""
     result = registry(ctx).promote(
         record_ref,
         target,
@@ -337,6 +346,7 @@ def promote(
         limitations=limitation or (),
         retest_by=_day("--retest-by", retest_by),
         accept_relaxed_gate=accept_relaxed_gate,
+        label=label,
     )
     if result.warning:
         say(f"warning: {result.warning}")
@@ -576,7 +586,7 @@ def _status_report(report: StatusOutput, json_out: bool, check: bool = False) ->
             (
                 e.model_id,
                 e.target,
-                named(e.record),
+                named(e.record) + (f" ({e.promotion.label})" if e.promotion.label else ""),
                 now,
                 f"{e.promotion.at:%Y-%m-%d %H:%M}",
                 e.promotion.actor,

@@ -83,6 +83,15 @@ FLAGS = {
     "model_id": "--model-id",
     "with_targets": "--with-targets",
     "target": "--target",
+    "bits": "--bits",
+    "quant": "--quant",
+    "total_params": "--total-params",
+    "active_params": "--active-params",
+    "params_source": "--params-source",
+    "base_model": "--base-model",
+    "license_id": "--license",
+    "source": "--source",
+    "path": "--path",
 }
 
 

@@ -396,6 +396,7 @@ def show(
             f"{'production on' if now else 'promoted to'} {p.target}"
             + f"{' since' if now else ''} {p.at:%Y-%m-%d %H:%M} UTC by {p.actor}"
             + (f" ({p.why})" if p.why else "")
+            + (f", labelled {p.label}" if p.label else "")
             + ("" if now else " — not production there now")
         )
         # The approval it was promoted with: who answers for it, until when, what it cannot do.

@@ -141,12 +141,12 @@ def declare_counts(
     if total is None and active is None:
         if source is not None:
             raise InvalidInput(
-                f"--params-source {source!r} given without --total-params or --active-params"
+                f"`params_source` {source!r} given without `total_params` or `active_params`"
             )
         return ledger, []
     if source is None or not source.strip():
         raise InvalidInput(
-            "--total-params / --active-params need --params-source URL: where the number was "
+            "`total_params` / `active_params` need `params_source` (a URL): where the number was "
             "published (e.g. the model card)"
         )
     source = source.strip()
@@ -185,7 +185,7 @@ def declare_counts(
     ):
         raise InvalidInput(
             f"active parameters {updated.active.value:,} exceed total "
-            f"{updated.total.value:,}: check --active-params / --total-params"
+            f"{updated.total.value:,}: check `active_params` / `total_params`"
         )
     return updated, notes
 
@@ -264,8 +264,8 @@ def build_manifest(
     if base_model is not None:
         if manifest.base_model not in (None, base_model):
             raise InvalidInput(
-                f"--base-model {base_model} contradicts the artifact's base model "
-                f"{manifest.base_model} — drop --base-model or fix the artifact"
+                f"`base_model` {base_model} contradicts the artifact's base model "
+                f"{manifest.base_model} — drop `base_model` or fix the artifact"
             )
         manifest = finalize(
             manifest.model_copy(
@@ -342,8 +342,8 @@ def _resolve_license(
 ) -> License:
     if cli_license and artifact_license and cli_license.lower() != artifact_license.lower():
         raise InvalidInput(
-            f"--license {cli_license!r} contradicts the artifact's license "
-            f"{artifact_license!r} ({where}) — drop --license or fix the artifact"
+            f"`license_id` {cli_license!r} contradicts the artifact's license "
+            f"{artifact_license!r} ({where}) — drop `license_id` or fix the artifact"
         )
     if artifact_license:
         return License(id=artifact_license, source=where)
@@ -627,7 +627,7 @@ def _build_from_hub(spec: str, req: BuildRequest) -> BuiltArtifact:
     resolution = resolve_hub_source(spec)
     if req.source is not None and req.source != resolution.pin:
         raise InvalidInput(
-            f"--source {req.source} contradicts {spec} (resolved to {resolution.pin})"
+            f"`source` {req.source} contradicts {spec} (resolved to {resolution.pin})"
         )
     # Integrity first: a file that is not the Hub's file is reported as such (exit 1), not
     # as whatever parse error its content happens to cause. Each file is hashed once.

@@ -355,27 +355,27 @@ def what_if_weights(manifest: Manifest, bits: float | None, quant: str | None) -
     import math
 
     if bits is not None and quant is not None:
-        raise InvalidInput("give --bits or --quant, not both")
+        raise InvalidInput("give `bits` or `quant`, not both")
     if quant is not None:
         from modelreg.manifests.gguf_facts import base_bits_per_weight
 
         bits = base_bits_per_weight(quant.strip().upper())
         if bits is None:
             raise InvalidInput(
-                f"--quant {quant[:40]!r} is not a llama.cpp quantization type "
+                f"`quant` {quant[:40]!r} is not a llama.cpp quantization type "
                 "(Q4_K_M, Q8_0, IQ4_XS, …)",
-                "or give the width itself: --bits 4.5",
+                "or give the width itself: `bits` 4.5",
             )
         quant = quant.strip().upper()
     assert bits is not None
     if not (math.isfinite(bits) and 0 < bits <= MAX_WHAT_IF_BITS):
-        raise InvalidInput(f"--bits {bits} must be above 0 and at most {MAX_WHAT_IF_BITS:g}")
+        raise InvalidInput(f"`bits` {bits} must be above 0 and at most {MAX_WHAT_IF_BITS:g}")
     total = manifest.parameters.total
     if total.value is None:
         raise InvalidInput(
             "the record's total parameters are unknown: there is nothing to weigh at "
             f"{bits:g} bits",
-            "declare them with add --total-params N --params-source SOURCE",
+            "declare them when the record is added: `total_params` with `params_source`",
         )
     return WeightsWhatIf(
         bits, quant, total.value, total.provenance, math.ceil(total.value * bits / 8)

@@ -84,7 +84,7 @@ def fit_report(
     if bits is not None or quant is not None:
         if target.kind == "neuron":
             raise InvalidInput(
-                "--bits / --quant weigh a cpu target's weights; a Neuron bundle's residency is "
+                "`bits` / `quant` weigh a cpu target's weights; a Neuron bundle's residency is "
                 "per module (its recorded dtypes)"
             )
         from modelreg.manifests.fit import what_if_weights

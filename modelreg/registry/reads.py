@@ -15,7 +15,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, func, select
 
 from modelreg.errors import AmbiguousRecord, InvalidInput, RecordNotFound
-from modelreg.limits import RECORD_REF_MAX, check_length
+from modelreg.limits import HANDLE_MAX, RECORD_REF_MAX, check_length
 from modelreg.record import Record
 from modelreg.registry.rows import (
     HEADS_CHUNK,
@@ -90,11 +90,14 @@ class Reads:
     # -- records -----------------------------------------------------------------------------
 
     def record(self, ref: str) -> Record:
-        """A record by id or unique id prefix (``r_3f2a`` or ``3f2a``), or by its model's
-        version number (``acme/chat@v3``)."""
+        """A record by id or unique id prefix (``r_3f2a`` or ``3f2a``), by its model's
+        version number (``acme/chat@v3``), or by a promotion's label (``acme/chat@release-14``:
+        the record the newest promotion so labelled made production, on any target)."""
         handle = HANDLE_RE.fullmatch(ref.strip())
-        if handle is not None:
+        if handle is not None and handle["version"] is not None:
             return self._record_by_version(handle["model"], int(handle["version"]), ref.strip())
+        if handle is not None:
+            return self._record_by_label(handle["model"], handle["label"], ref.strip())
         if "/" in ref and MODEL_ID_RE.match(ref.strip()):
             shown = ref.strip()[:200]
             raise InvalidInput(
@@ -120,6 +123,25 @@ class Reads:
         if len(rows) > 1:
             raise AmbiguousRecord(ref, [r.id for r in rows])
         return record_of(rows[0])
+
+    def _record_by_label(self, model_id: str, label: str, ref: str) -> Record:
+        p = PromotionRow
+        record_id = self.session.exec(
+            select(p.record_id)
+            .where(p.model_id == model_id, p.label == label)
+            .order_by(col(p.id).desc())
+            .limit(1)
+        ).first()
+        if record_id is None:
+            raise RecordNotFound(
+                ref[:HANDLE_MAX],
+                f"no promotion of {model_id} is labelled {label!r} (labels are given when a "
+                "record is promoted; versions are vN)",
+                step=Step(
+                    "history", "see the model's promotions and their labels", model_id=model_id
+                ),
+            )
+        return self.record(record_id)
 
     def _record_by_version(self, model_id: str, version: int, ref: str) -> Record:
         row = self.session.exec(

@@ -129,6 +129,8 @@ class Promotion:
     retest_by: datetime | None = None
     # A break-glass rollback: why the record was not deployable when it was forced there.
     forced: tuple[str, ...] = ()
+    # The name the releaser gave the promotion (``promote --label``), if any.
+    label: str | None = None
 
     @classmethod
     def from_row(cls, row: PromotionRow) -> Promotion:
@@ -148,6 +150,7 @@ class Promotion:
                 row.limitations_json,
                 row.retest_by,
                 row.forced_json,
+                row.label,
             )
         )
 
@@ -155,7 +158,7 @@ class Promotion:
     def from_columns(cls, row: Any) -> Promotion:
         """From a row of ``promotion_columns()`` (plain columns: status reads thousands)."""
         id_, model_id, target, record_id, previous, action, at, actor, why = row[:9]
-        owner, limitations, retest_by, forced = row[9:13]
+        owner, limitations, retest_by, forced, label = row[9:14]
         return cls(
             id_,
             model_id,
@@ -170,6 +173,7 @@ class Promotion:
             tuple(json.loads(limitations)) if limitations else (),
             aware(retest_by) if retest_by is not None else None,
             tuple(json.loads(forced)) if forced else (),
+            label,
         )
 
     def step(self) -> PromotionStep:

@@ -64,6 +64,7 @@ def promotion_columns() -> Any:
         col(p.limitations_json),
         col(p.retest_by),
         col(p.forced_json),
+        col(p.label),
     )
 
 

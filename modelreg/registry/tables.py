@@ -136,7 +136,10 @@ class PromotionRow(SQLModel, table=True):
 
     __tablename__ = "promotions"
     # production = the newest promotion row for (model, target).
-    __table_args__ = (Index("ix_promotions_model_target", "model_id", "target", "id"),)
+    __table_args__ = (
+        Index("ix_promotions_model_target", "model_id", "target", "id"),
+        Index("ix_promotions_model_label", "model_id", "label"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     model_id: str = Field(foreign_key="models.model_id", max_length=200)
@@ -155,6 +158,9 @@ class PromotionRow(SQLModel, table=True):
     # A break-glass rollback (migration 0013): the reasons the record was not deployable when it
     # was forced to production (a JSON list); None for every other promotion.
     forced_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # A name the releaser gave the promotion (migration 0014): ``acme/chat@release-14`` names
+    # the record the newest promotion so labelled promoted.
+    label: str | None = Field(default=None, max_length=64)
 
 
 class EventRow(SQLModel, table=True):

@@ -48,7 +48,13 @@ from modelreg.registry.tables import (
     VerificationRow,
 )
 from modelreg.registry.writes import number_records
-from modelreg.schemas.manifest import first_error, load_manifest, record_id_for
+from modelreg.schemas.manifest import (
+    LABEL_RE,
+    VERSION_LIKE_RE,
+    first_error,
+    load_manifest,
+    record_id_for,
+)
 from modelreg.schemas.output import ExportOutput, ImportOutput
 from modelreg.steps import Step
 from modelreg.targets import check_shared_spec
@@ -110,6 +116,13 @@ _TABLES: dict[str, tuple[type[SQLModel], tuple[str, ...]]] = {
             "at",
             "actor",
             "why",
+            # The approval (owner, known limitations, re-test date), a break-glass rollback's
+            # reasons and the label: absent from files exported before they were.
+            "owner",
+            "limitations_json",
+            "retest_by",
+            "forced_json",
+            "label",
         ),
     ),
     "state": (RecordStateRow, ("record_id", "state", "reason", "at", "actor")),
@@ -148,6 +161,7 @@ _TIME_FIELDS = (
     "added_at",
     "attached_at",
     "defined_at",
+    "retest_by",
 )
 
 
@@ -413,6 +427,19 @@ def import_rows(
     return counts, skipped
 
 
+def _check_text_list(value: str | None, where: str) -> None:
+    """A JSON list of strings kept in a text column (a promotion's limitations or forced
+    reasons): every status read parses it, so a malformed one is refused at import."""
+    if value is None:
+        return
+    try:
+        parsed = json.loads(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{where}: not JSON") from None
+    if not isinstance(parsed, list) or not all(isinstance(v, str) for v in parsed):
+        raise InvalidInput(f"{where}: not a JSON list of strings")
+
+
 def _table_row(kind: str, item: dict[str, Any], where: str) -> Any:
     table, fields = _TABLES[kind]
     unknown = set(item) - set(fields) - {"type"}
@@ -421,7 +448,7 @@ def _table_row(kind: str, item: dict[str, Any], where: str) -> Any:
     # A field an older export does not have takes the table's default.
     values = {f: item.get(f) for f in fields if f in item or f not in _DEFAULTED}
     for key in _TIME_FIELDS:
-        if key in values:
+        if key in values and not (key in _NULLABLE_TIMES and values[key] is None):
             values[key] = _parse_time(values[key], where)
     try:
         return table.model_validate(values)
@@ -429,7 +456,9 @@ def _table_row(kind: str, item: dict[str, Any], where: str) -> Any:
         raise InvalidInput(f"{where}: {kind}: {first_error(exc)}") from None
 
 
-_DEFAULTED = {"exploratory"}  # added after format 3 was written: absent in older files
+_NULLABLE_TIMES = {"retest_by"}
+# Added after format 3 was written: absent in older files.
+_DEFAULTED = {"exploratory", "owner", "limitations_json", "retest_by", "forced_json", "label"}
 _OUTCOMES = {"pass", "fail", "unavailable", "skipped"}
 _STATES = {"held", "retired"}
 _ACTIONS = {"promote", "rollback"}
@@ -569,6 +598,12 @@ class ImportCheck:
                 raise InvalidInput(f"{where}: promotes a record of another model")
             if p.action not in _ACTIONS:
                 raise InvalidInput(f"{where}: action {p.action!r} is not promote or rollback")
+            for name in ("limitations_json", "forced_json"):
+                _check_text_list(getattr(p, name), f"{where}: {name}")
+            if p.label is not None and (
+                not LABEL_RE.fullmatch(p.label) or VERSION_LIKE_RE.fullmatch(p.label)
+            ):
+                raise InvalidInput(f"{where}: label {p.label[:80]!r} is not a label")
             key = (p.model_id, p.target)
             if p.previous_record_id != last.get(key):
                 raise InvalidInput(

@@ -162,10 +162,12 @@ class Writes(Reads):
         limitations: Sequence[str] = (),
         retest_by: datetime | None = None,
         forced: Sequence[str] = (),
+        label: str | None = None,
     ) -> Promotion:
         """Make ``record`` production on ``target``, with its approval record (owner, known
         limitations, re-test date) and its event. ``forced``: a break-glass rollback, with the
-        reasons the record is not deployable (kept on the row and in the event)."""
+        reasons the record is not deployable (kept on the row and in the event). ``label``: the
+        name the releaser gave it (``MODEL@LABEL`` names the record)."""
         current = self.production(self._model(), target)
         previous = current.record_id if current else None
         row = PromotionRow(
@@ -181,6 +183,7 @@ class Writes(Reads):
             limitations_json=json.dumps(list(limitations)) if limitations else None,
             retest_by=retest_by,
             forced_json=json.dumps(list(forced)) if forced else None,
+            label=label,
         )
         self.session.add(row)
         self.session.flush()
@@ -194,6 +197,8 @@ class Writes(Reads):
             approval["retest_by"] = retest_by.isoformat()
         if forced:
             approval["forced"] = list(forced)
+        if label is not None:
+            approval["label"] = label
         self.event(
             action, actor, record.id, target, why, {"previous_record_id": previous} | approval
         )

@@ -28,6 +28,7 @@ from pydantic import (
 from modelreg.errors import InvalidInput, MovingReference
 from modelreg.jsonio import read_json_file
 from modelreg.limits import (
+    LABEL_MAX,
     MAX_BITS_PER_WEIGHT,
     MAX_EXPERTS,
     MAX_LAYERS,
@@ -60,10 +61,17 @@ from modelreg.textsafe import confusable_warning, for_terminal
 
 _MODEL_ID_PART = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MODEL_ID_PART_MAX - 1}}}"
 MODEL_ID_RE = re.compile(rf"\A{_MODEL_ID_PART}/{_MODEL_ID_PART}\Z")
-# A record's handle: its model and the version number it was given at add (``acme/chat@v3``).
-HANDLE = rf"{_MODEL_ID_PART}/{_MODEL_ID_PART}@v[0-9]{{1,9}}"
+# A label a releaser gives a promotion (``promote --label release-14``); ``v`` and digits alone
+# are version numbers, never labels.
+LABEL = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{LABEL_MAX - 1}}}"
+LABEL_RE = re.compile(rf"\A{LABEL}\Z")
+VERSION_LIKE_RE = re.compile(r"\Av[0-9]+\Z")
+# A record's handle: its model and the version number it was given at add (``acme/chat@v3``),
+# or a label one of its promotions was given (``acme/chat@release-14``).
+HANDLE = rf"{_MODEL_ID_PART}/{_MODEL_ID_PART}@(v[0-9]{{1,9}}|{LABEL})"
 HANDLE_RE = re.compile(
-    rf"\A(?P<model>{_MODEL_ID_PART}/{_MODEL_ID_PART})@v(?P<version>[0-9]{{1,9}})\Z"
+    rf"\A(?P<model>{_MODEL_ID_PART}/{_MODEL_ID_PART})@"
+    rf"(?:v(?P<version>[0-9]{{1,9}})|(?P<label>{LABEL}))\Z"
 )
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _HF_PIN_RE = re.compile(r"^hf://(?P<repo>[^/@\s]+/[^/@\s]+)@(?P<rev>[0-9a-f]{40})$")

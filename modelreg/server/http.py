@@ -144,14 +144,15 @@ def record_ref(value: str) -> str:
 
 
 def record_or_handle(value: str) -> str:
-    """A record id or id prefix, or a model's version handle (``acme/chat@v3``), from a
-    query or a body: 422 otherwise. (A path segment cannot hold the handle's slash.)"""
+    """A record id or id prefix, or a model's handle (``acme/chat@v3``, a version; or
+    ``acme/chat@release-14``, a promotion's label), from a query or a body: 422 otherwise.
+    (A path segment cannot hold the handle's slash.)"""
     if HANDLE_RE.fullmatch(value):
         return value
     if not _RECORD_REF_RE.fullmatch(value):
         raise InvalidInput(
-            f"{value[:80]!r} is not a record id, id prefix or version handle",
-            "give r_ and at least 4 hex digits, or MODEL@vN",
+            f"{value[:80]!r} is not a record id, id prefix or handle",
+            "give r_ and at least 4 hex digits, MODEL@vN or MODEL@LABEL",
         )
     return value
 

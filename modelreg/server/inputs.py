@@ -18,14 +18,15 @@ from modelreg.limits import (
     ACTOR_MAX,
     HANDLE_MAX,
     HOST_MAX,
+    LABEL_MAX,
     MODEL_ID_MAX,
     RECORD_REF_MAX,
     TARGET_NAME_MAX,
     WHY_MAX,
 )
 from modelreg.locations import MAX_URL_CHARS
-from modelreg.manifests.fit import MAX_CONTEXT, MAX_SEQUENCES
-from modelreg.schemas.manifest import HANDLE, Manifest
+from modelreg.manifests.fit import MAX_CONTEXT, MAX_SEQUENCES, MAX_WHAT_IF_BITS
+from modelreg.schemas.manifest import HANDLE, LABEL, Manifest
 from modelreg.schemas.verification import CheckResult
 from modelreg.server.http import _RECORD_REF_RE
 from modelreg.webhooks import DEFAULT_EVENTS
@@ -42,7 +43,8 @@ NO_NUL = r"^[^\x00]*$"
 # space ``str.strip()`` removes.
 SAID = r"^[^\x00]*[^\s\x00\x1c-\x1f][^\x00]*$"
 RECORD_REF = _RECORD_REF_RE.pattern.join(("^(", ")$"))
-# Or a model's version handle (``acme/chat@v3``), where a slash can go: a query or a body.
+# Or a model's handle (``acme/chat@v3``, ``acme/chat@release-14``), where a slash can go: a
+# query or a body.
 RECORD_OR_HANDLE = "^(" + _RECORD_REF_RE.pattern + "|" + HANDLE + ")$"
 SHA256 = r"^[0-9a-fA-F]{64}$"
 # What search can find: a record id or a sha256, or a prefix of either, or a part of a model
@@ -81,7 +83,7 @@ RecordQuery = Annotated[
     WithJsonSchema(_RECORD_REF_SCHEMA),
     Query(
         description="A record id (r_ and 12 hex digits), a unique prefix of its hex, or the "
-        "model's version handle (acme/chat@v3)."
+        "model's handle: a version (acme/chat@v3) or a promotion's label (acme/chat@release-14)."
     ),
 ]
 RecordPath = Annotated[
@@ -154,6 +156,7 @@ ContainsQuery = Annotated[
         description="Models whose id contains it.",
     ),
 ]
+QUANT_NAME_MAX = 16  # the longest llama.cpp type name is 8 (IQ4_NL_4_4 style names: 10)
 # webhooks.id is an INTEGER: PostgreSQL refuses a larger value in a query (a 500, not a 404).
 WEBHOOK_ID_MAX = 2**31 - 1
 WebhookId = Annotated[int, Path(ge=1, le=WEBHOOK_ID_MAX, description="A webhook's id.")]
@@ -163,6 +166,24 @@ ContextQuery = Annotated[
 ]
 ConcurrencyQuery = Annotated[
     int, Query(ge=1, le=MAX_SEQUENCES, description="Sequences served at once.")
+]
+BitsQuery = Annotated[
+    float,
+    Query(
+        gt=0,
+        le=MAX_WHAT_IF_BITS,
+        allow_inf_nan=False,
+        description="What-if: weights at this many bits per weight, from the parameter "
+        "ledger (total × bits ÷ 8), not the artifact's tensors.",
+    ),
+]
+QuantQuery = Annotated[
+    str,
+    Query(
+        max_length=QUANT_NAME_MAX,
+        pattern=r"^[A-Za-z0-9_]+$",
+        description="What-if: weights at the width of this llama.cpp type (Q4_K_M: 4.5 bits).",
+    ),
 ]
 
 
@@ -197,6 +218,13 @@ class PromoteInput(_In):
     accept_relaxed_gate: bool = Field(
         default=False,
         description="Accept (with why) passes under a gate weakened after the record failed it.",
+    )
+    label: str | None = Field(
+        default=None,
+        max_length=LABEL_MAX,
+        pattern=f"^{LABEL}$",
+        description="A name for this promotion (release-14): MODEL@LABEL then names the record "
+        "until a newer promotion takes it. Not v and digits alone (a version number).",
     )
 
     model_config = ConfigDict(
@@ -246,7 +274,9 @@ class RollbackInput(_In):
     target: TargetName
     why: Why
     to: Annotated[str, WithJsonSchema(_RECORD_REF_SCHEMA)] | None = Field(
-        default=None, description="Roll back to this record: an id, a prefix or a version handle."
+        default=None,
+        description="Roll back to this record: an id, a prefix or a handle (MODEL@vN, "
+        "MODEL@LABEL).",
     )
     force: bool = Field(
         default=False,

@@ -46,6 +46,7 @@ from modelreg.server.auth import Caller, authorize, bearer_secret
 from modelreg.server.http import API, json_response, record_or_handle, record_ref
 from modelreg.server.inputs import (
     AddManifestInput,
+    BitsQuery,
     ConcurrencyQuery,
     ContainsQuery,
     ContextQuery,
@@ -53,6 +54,7 @@ from modelreg.server.inputs import (
     LocationsInput,
     ModelQuery,
     PromoteInput,
+    QuantQuery,
     ReasonInput,
     ReasonQuery,
     RecordPath,
@@ -295,6 +297,7 @@ def promote(
             limitations=body.limitations,
             retest_by=body.retest_by,
             accept_relaxed_gate=body.accept_relaxed_gate,
+            label=body.label,
         )
     )
 
@@ -394,8 +397,11 @@ def fit(
     kv_dtype: Annotated[KVType, Query()] = "f16",
     overhead: Annotated[float, Query(ge=0, lt=10, allow_inf_nan=False)] = 0.10,
     headroom: Annotated[float, Query(ge=0, lt=1, allow_inf_nan=False)] = 0.10,
+    bits: BitsQuery | None = None,
+    quant: QuantQuery | None = None,
 ) -> Response:
-    """Weights + KV cache + overhead against the target's memory."""
+    """Weights + KV cache + overhead against the target's memory; ``bits`` or ``quant``
+    weigh the weights at another width (a what-if, said so in the answer)."""
     return json_response(
         registry.fit(
             record_or_handle(record),
@@ -405,6 +411,8 @@ def fit(
             kv_dtype=kv_dtype,
             overhead=overhead,
             headroom=headroom,
+            bits=bits,
+            quant=quant,
         )
     )
 

@@ -116,7 +116,7 @@ def locate_files(record: Record, path: Path | None) -> dict[str, Path]:
     if len(names) == 1 and path.is_file():
         return {names[0]: path}
     if not path.exists():
-        raise InvalidInput(f"--path {path}: no such file or directory")
+        raise InvalidInput(f"`path` {path}: no such file or directory")
     raise InvalidInput(
-        f"--path {path}: record {record.id} has {len(names)} files; give their directory"
+        f"`path` {path}: record {record.id} has {len(names)} files; give their directory"
     )

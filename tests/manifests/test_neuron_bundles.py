@@ -334,8 +334,8 @@ def test_a_declared_total_agreeing_with_the_config_is_noted_not_used(tmp_path: P
     ("kwargs", "message"),
     [
         ({"total_params": 30_000_000_000, "params_source": "u"}, "contradicts the artifact's"),
-        ({"total_params": 25_000_000_000}, "need --params-source"),
-        ({"params_source": "https://x"}, "without --total-params"),
+        ({"total_params": 25_000_000_000}, "need `params_source`"),
+        ({"params_source": "https://x"}, "without `total_params`"),
         ({"total_params": 0, "params_source": "u"}, "must be a positive"),
         ({"params_source": "a\nb", "total_params": 1}, "one line"),
     ],

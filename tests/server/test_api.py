@@ -649,3 +649,78 @@ def test_modelreg_serve_with_worker_processes(tmp_path: Path) -> None:
         server.send_signal(signal.SIGINT)
         _, err = server.communicate(timeout=30)
     assert "2 worker processes" in err and "anyone may read" in err
+
+
+def test_break_glass_over_http_is_a_releasers_explicit_force_and_is_audited(
+    served: Served, client_of: Clients, tmp_path: Path
+) -> None:
+    """Issue 40 item 2 over HTTP: the body's ``force`` is the confirmation (no prompt on an
+    API), taken from a releaser only; without it a stale earlier record is refused; with it the
+    record is production, marked forced, refused by the gate unless the caller accepts forced
+    entries, and the event names every unmet reason."""
+    r1, r2 = _two_releases(served.registry)
+    suite = tmp_path / "regress.yaml"
+    suite.write_text(
+        "schema_version: 1\nname: regress\nthresholds: {min_pass_rate: 1.0}\ncases:\n"
+        "  - id: inc-9\n    prompt: Summarize the memo.\n"
+        "    expect: {mode: contains, value: memo}\n"
+    )
+    served.registry.attach_suite(MODEL, suite)  # every earlier run stops counting: stale
+    served.registry.hold(r2, "INC-9: drops the memo", actor="admin")
+    body = {"model": MODEL, "target": "cpu", "why": "INC-9", "to": f"{MODEL}@v1"}
+
+    refused = client_of("releaser").post("/api/v1/rollback", json=body)
+    assert refused.status_code == 409, refused.text
+    assert "stale: suite changed" in refused.text
+    denied = client_of("verifier").post("/api/v1/rollback", json=body | {"force": True})
+    assert denied.status_code == 403, denied.text
+    assert served.registry.status().entries[0].record.record_id == r2  # nothing changed
+
+    forced = client_of("releaser").post("/api/v1/rollback", json=body | {"force": True})
+    assert forced.status_code == 200, forced.text
+    answer = forced.json()
+    assert answer["production"]["record"]["record_id"] == r1
+    assert answer["forced"] and any("suite changed" in f for f in answer["forced"])
+
+    reader = client_of("reader")
+    gate = {"model": MODEL, "target": "cpu", "sha256": synthetic_sha256(1)}
+    closed = reader.get("/api/v1/gate", params=gate)
+    assert closed.status_code == 409 and closed.json()["passed"] is False, closed.text
+    opened = reader.get("/api/v1/gate", params=gate | {"accept_forced": True})
+    assert opened.status_code == 200 and opened.json()["passed"] is True, opened.text
+    history = reader.get("/api/v1/history", params={"model": MODEL}).json()
+    (event,) = [e for e in history["events"] if e["kind"] == "rollback"]
+    assert event["actor"] == "releaser-rae" and event["why"] == "INC-9"
+    assert "FORCED (break glass)" in event["summary"], event
+
+
+def test_a_promotions_label_is_a_handle_over_http(served: Served, client_of: Clients) -> None:
+    """Issue 40 item 6: the promote body's ``label``; ``MODEL@LABEL`` in a query or a body."""
+    r1, r2 = _two_releases(served.registry)
+    releaser = client_of("releaser")
+    promoted = releaser.post(
+        f"/api/v1/records/{r1}/promote", json={"target": "cpu", "why": "ga", "label": "ga-1"}
+    )
+    assert promoted.status_code == 200, promoted.text
+    assert promoted.json()["promotion"]["label"] == "ga-1"
+    assert f"{MODEL}@ga-1 names it" in promoted.json()["message"]
+    page = client_of("reader").get(f"/records/{r1}")
+    assert page.status_code == 200 and '<span class="version label">ga-1</span>' in page.text
+    served.registry.promote(r2, "cpu", why="v2 again", actor="admin")
+    plan = client_of("reader").get(
+        "/api/v1/rollback-plan", params={"model": MODEL, "target": "cpu", "to": f"{MODEL}@ga-1"}
+    )
+    assert plan.status_code == 200, plan.text
+    assert plan.json()["candidate"]["record"]["record_id"] == r1 and plan.json()["named"]
+    diff = client_of("reader").get("/api/v1/diff", params={"a": f"{MODEL}@ga-1", "b": r2})
+    assert diff.status_code == 200, diff.text
+    for bad, status in (("v7", 422), ("no spaces", 422), ("x" * 65, 422)):
+        refused = releaser.post(
+            f"/api/v1/records/{r2}/promote", json={"target": "cpu", "label": bad}
+        )
+        assert refused.status_code == status, (bad, refused.text)
+    unknown = client_of("reader").get("/api/v1/diff", params={"a": f"{MODEL}@nope", "b": r2})
+    assert unknown.status_code == 404, unknown.text
+    assert "labelled 'nope'" in unknown.json()["error"]["message"] + str(
+        unknown.json()["error"]["hint"]
+    )

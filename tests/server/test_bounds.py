@@ -52,3 +52,37 @@ def test_a_record_stored_before_the_bound_is_fitted_in_one_requests_time(
     assert response.status_code == 200, response.text
     (kv,) = [line for line in response.json()["lines"] if line["key"] == "kv_cache"]
     assert kv["sizes"]["bytes"] == 2 * LAYERS * 4 * 128 * 4096 * 2
+
+
+def test_fit_over_http_weighs_a_what_if_and_says_it_in_the_apis_words(
+    served: Served, client_of: Clients
+) -> None:
+    """Issue 42 item 6 over HTTP: ``bits`` / ``quant`` as for ``modelreg fit``; a refusal names
+    the API's parameters (``bits``), not the CLI's flags, and Python's names them as its own."""
+    import pytest
+
+    from modelreg.errors import InvalidInput
+
+    record = served.registry.add_manifest(synthetic_manifest(3).model_dump(mode="json"))
+    ref = record.record.record_id
+    reader = client_of("reader")
+    answer = reader.get("/api/v1/fit", params={"record": ref, "target": "cpu", "quant": "Q8_0"})
+    assert answer.status_code == 200, answer.text
+    what_if = answer.json()["what_if"]
+    assert what_if["quant"] == "Q8_0" and what_if["bits"] == 8.5
+    (weights,) = [line for line in answer.json()["lines"] if line["key"] == "weights"]
+    assert "what-if" in weights["note"]
+
+    both = reader.get(
+        "/api/v1/fit", params={"record": ref, "target": "cpu", "bits": 4, "quant": "Q8_0"}
+    )
+    assert both.status_code == 422, both.text
+    assert both.json()["error"]["message"] == "give bits or quant, not both"
+    unknown = reader.get("/api/v1/fit", params={"record": ref, "target": "cpu", "quant": "Q4_Z"})
+    assert unknown.status_code == 422 and "quant 'Q4_Z' is not a llama.cpp" in unknown.text
+    for bad in ({"bits": 0}, {"bits": 33}, {"bits": "nan"}, {"quant": "Q4;rm"}):
+        refused = reader.get("/api/v1/fit", params={"record": ref, "target": "cpu", **bad})
+        assert refused.status_code == 422, (bad, refused.text)
+
+    with pytest.raises(InvalidInput, match="give `bits` or `quant`, not both"):
+        served.registry.fit(ref, "cpu", bits=4, quant="Q8_0")

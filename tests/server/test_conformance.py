@@ -320,10 +320,11 @@ def test_every_http_limit_is_in_the_openapi_document(tmp_path: Path) -> None:
     from modelreg.api.browse import SEARCH_MAX, SEARCH_MIN
     from modelreg.api.deploy import MAX_LIMITATIONS
     from modelreg.locations import MAX_URL_CHARS
-    from modelreg.manifests.fit import KV_BYTES_PER_ELEMENT
+    from modelreg.manifests.fit import KV_BYTES_PER_ELEMENT, MAX_WHAT_IF_BITS
     from modelreg.rules import RecordStateKind
-    from modelreg.schemas.manifest import HANDLE
+    from modelreg.schemas.manifest import HANDLE, LABEL
     from modelreg.server.http import _RECORD_REF_RE
+    from modelreg.server.inputs import QUANT_NAME_MAX
     from modelreg.webhooks import EVENTS
 
     with serving(f"sqlite:///{tmp_path / 'spec.db'}") as served:
@@ -363,6 +364,8 @@ def test_every_http_limit_is_in_the_openapi_document(tmp_path: Path) -> None:
         ("GET /api/v1/fit", "query kv_dtype"): {"enum": list(KV_BYTES_PER_ELEMENT)},
         ("GET /api/v1/fit", "query overhead"): {"minimum": 0, "exclusiveMaximum": 10},
         ("GET /api/v1/fit", "query headroom"): {"minimum": 0, "exclusiveMaximum": 1},
+        ("GET /api/v1/fit", "query bits"): {"exclusiveMinimum": 0, "maximum": MAX_WHAT_IF_BITS},
+        ("GET /api/v1/fit", "query quant"): {"maxLength": QUANT_NAME_MAX},
         ("GET /api/v1/webhooks", "query removed"): {"type": "boolean"},
         ("DELETE /api/v1/webhooks/{webhook_id}", "path webhook_id"): {
             "minimum": 1,
@@ -377,6 +380,10 @@ def test_every_http_limit_is_in_the_openapi_document(tmp_path: Path) -> None:
         },
         ("POST /api/v1/records/{record_id}/promote", "body retest_by"): {"format": "date"},
         ("POST /api/v1/records/{record_id}/promote", "body accept_relaxed_gate"): {},
+        ("POST /api/v1/records/{record_id}/promote", "body label"): {
+            "maxLength": limits.LABEL_MAX,
+            "pattern": f"^{LABEL}$",
+        },
         ("POST /api/v1/rollback", "body model"): model,
         ("POST /api/v1/rollback", "body to"): handle,
         ("POST /api/v1/rollback", "body force"): {"type": "boolean"},

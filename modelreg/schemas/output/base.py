@@ -186,6 +186,11 @@ class PromotionOut(_Out):
         description="A break-glass rollback (`rollback --to R --force`): why the record was not "
         "deployable when it was forced to production. Empty for every other promotion.",
     )
+    label: str | None = Field(
+        default=None,
+        description="The name the releaser gave the promotion (`promote --label`): "
+        "MODEL@LABEL names this record until a newer promotion takes the label.",
+    )
 
 
 class RunOut(_Out):
