@@ -554,7 +554,10 @@ def test_version_handles_work_where_a_record_is_a_query_or_a_body_field(
     assert diff.json()["same_model"] is True
     unknown = reader.get(f"/api/v1/rollback-plan?model={MODEL}&target=cpu&to={MODEL}@v9")
     _error(unknown, 404, "record_not_found")
-    bad = reader.get(f"/api/v1/rollback-plan?model={MODEL}&target=cpu&to={MODEL}@x1")
+    # x1 could be a promotion's label (none is given it); -x1 could be nothing.
+    unlabelled = reader.get(f"/api/v1/rollback-plan?model={MODEL}&target=cpu&to={MODEL}@x1")
+    assert "labelled 'x1'" in str(_error(unlabelled, 404, "record_not_found")["hint"])
+    bad = reader.get(f"/api/v1/rollback-plan?model={MODEL}&target=cpu&to={MODEL}@-x1")
     _error(bad, 422, "invalid_input")
     done = releaser.post(
         "/api/v1/rollback",
