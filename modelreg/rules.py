@@ -439,6 +439,53 @@ def state_reason(record_id: str, state: RecordState) -> Reason | None:
     return None
 
 
+# Holds for what a record's files would run if loaded: verify loads nothing from such a record.
+UNSAFE_CONTENT = (ReasonCode.UNSAFE_TEMPLATE, ReasonCode.UNSAFE_PICKLE)
+
+
+def verify_refusal(
+    record_id: str,
+    model_id: str,
+    target: str,
+    state: RecordState,
+    hold_reasons: Sequence[str],
+    *,
+    never_counted: bool,
+) -> Reason | None:
+    """Why verify runs nothing for a record (None: it may run), decided before any check or
+    runtime starts: retired; held, unless the run never counts (an investigation, a drill —
+    releasing would make it promotable again); held for what its files would run, whatever
+    the run is for (nothing of it is loaded or rendered: scanned before anything loads)."""
+    lifecycle = state_reason(record_id, state)
+    if state.state is RecordStateKind.RETIRED and lifecycle is not None:
+        return Reason(
+            lifecycle.code,
+            f"{lifecycle.message} (verify runs nothing for a retired record)",
+            Step("records", "a retired record stays retired; verify a newer one", model=model_id),
+        )
+    if lifecycle is not None and not never_counted:
+        return Reason(
+            lifecycle.code,
+            f"{lifecycle.message} (verify runs nothing for a held record: release it to verify "
+            "it for real, or investigate it, which never counts)",
+            Step(
+                "verify",
+                "to reproduce it without releasing it (a run that never counts)",
+                ref=record_id,
+                target=target,
+                investigate=True,
+            ),
+        )
+    unsafe = [r for r in hold_reasons if hold_code(r) in UNSAFE_CONTENT]
+    if unsafe:
+        return Reason(
+            hold_code(unsafe[0]),
+            f"{unsafe[0]} (verify loads nothing from a record held for what its files would run)",
+            Step("records", "add a build without it; the model's records", model=model_id),
+        )
+    return None
+
+
 def judge(
     record_id: str,
     target: str,

@@ -655,3 +655,39 @@ def test_a_pass_that_judged_no_suite_after_a_failure_under_one_removed_every_gat
     verdict = _judge_with([replace(run, terms=None)], FP)
     assert _codes(verdict) == [ReasonCode.GATE_RELAXED_AFTER_FAILURE]
     assert "min_pass_rate 1.0 → none" in verdict.reasons[0].message
+
+
+_UNSAFE = "unsafe_template: chat_template line 3 reaches cycler.__init__.__globals__"
+
+
+@pytest.mark.parametrize(
+    ("state", "holds", "never_counted", "expected"),
+    [
+        (RecordState(), [], False, None),
+        (RecordState(), ["fact unknown: total parameters"], False, None),  # verify may run
+        (RecordState(RecordStateKind.RETIRED, "old"), [], True, ReasonCode.RETIRED),
+        (RecordState(RecordStateKind.HELD, "INC-7"), [], False, ReasonCode.HELD),
+        (RecordState(RecordStateKind.HELD, "INC-7"), [], True, None),  # an investigation
+        (RecordState(), [_UNSAFE], True, ReasonCode.UNSAFE_TEMPLATE),
+        (RecordState(RecordStateKind.HELD, "INC-7"), [_UNSAFE], True, ReasonCode.UNSAFE_TEMPLATE),
+    ],
+)
+def test_verify_refuses_before_anything_runs_for_these_reasons_only(
+    state: RecordState, holds: list[str], never_counted: bool, expected: ReasonCode | None
+) -> None:
+    """rules.verify_refusal: retired always; held unless the run never counts (investigate,
+    drill); held for what its files would run, whatever the run is for."""
+    refusal = rules.verify_refusal(
+        "r_1", "acme/chat", "cpu", state, holds, never_counted=never_counted
+    )
+    assert (refusal.code if refusal else None) == expected
+    if expected is ReasonCode.HELD:
+        assert refusal is not None and refusal.step == Step(
+            "verify",
+            "to reproduce it without releasing it (a run that never counts)",
+            ref="r_1",
+            target="cpu",
+            investigate=True,
+        )
+    if expected is ReasonCode.UNSAFE_TEMPLATE:
+        assert refusal is not None and refusal.message.startswith(_UNSAFE)

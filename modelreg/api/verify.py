@@ -32,12 +32,10 @@ from modelreg.judging import (
     suite_in_force,
     suite_label,
 )
-from modelreg.reasons import Reason, ReasonCode, hold_code
 from modelreg.schemas.output import (
     VerifyOutput,
     VerifyStaleOutput,
 )
-from modelreg.steps import Step
 
 if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
@@ -53,9 +51,6 @@ if TYPE_CHECKING:
     from modelreg.targets import Target
     from modelreg.validators.base import VerifyOptions
     from modelreg.validators.child import RuntimeChild
-
-# Holds for what a record's files would run if loaded: verify loads nothing from such a record.
-_UNSAFE_CONTENT = (ReasonCode.UNSAFE_TEMPLATE, ReasonCode.UNSAFE_PICKLE)
 
 
 @dataclass(frozen=True)
@@ -183,50 +178,16 @@ class Verify(Core):
                 signatures = reads.artifact_signatures(record.id)
             if investigate:
                 purpose = "investigate"
-            lifecycle = rules.state_reason(record.id, state)
-            held = state.state is rules.RecordStateKind.HELD
-            if lifecycle is not None and not (held and purpose is not None):
-                if held:
-                    # Releasing makes it promotable again: an investigation leaves it held.
-                    step = Step(
-                        "verify",
-                        "to reproduce it without releasing it (a run that never counts)",
-                        ref=record.id,
-                        target=target,
-                        investigate=True,
-                    )
-                    message = (
-                        f"{lifecycle.message} (verify runs nothing for a held record: release "
-                        "it to verify it for real, or investigate it, which never counts)"
-                    )
-                else:
-                    step = Step(
-                        "records",
-                        "a retired record stays retired; verify a newer one",
-                        model=record.model_id,
-                    )
-                    message = f"{lifecycle.message} (verify runs nothing for a retired record)"
-                raise NotDeployable(record.id, target, [Reason(lifecycle.code, message, step)])
-            unsafe = [r for r in record.hold_reasons if hold_code(r) in _UNSAFE_CONTENT]
-            if unsafe:
-                # Nothing from it is loaded or rendered: not for a run that counts, not for
-                # an investigation, not for a drill (invariant: scanned before anything loads).
-                raise NotDeployable(
-                    record.id,
-                    target,
-                    [
-                        Reason(
-                            hold_code(unsafe[0]),
-                            f"{unsafe[0]} (verify loads nothing from a record held for what "
-                            "its files would run)",
-                            Step(
-                                "records",
-                                "add a build without it; the model's records",
-                                model=record.model_id,
-                            ),
-                        )
-                    ],
-                )
+            refusal = rules.verify_refusal(
+                record.id,
+                record.model_id,
+                target,
+                state,
+                record.hold_reasons,
+                never_counted=purpose is not None,
+            )
+            if refusal is not None:
+                raise NotDeployable(record.id, target, [refusal])
             from modelreg.validators.base import locate_files
 
             if fetch and path is None:
