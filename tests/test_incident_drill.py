@@ -2,7 +2,8 @@
 would run it, and held to its budget: two incidents in a row, each in at most 3 commands and
 15 lines to read; the second names the record to go back to without a history lookup; a suite
 case added mid-incident leaves a rollback possible with the reason shown; a forced rollback
-to a stale record is marked, gated and audited."""
+to a stale record is marked, gated and audited; and, on real SmolLM2 builds, a drill under a
+suite with ``max_pass_rate_drop_vs: production`` passes a good candidate and fails a bad one."""
 
 from __future__ import annotations
 
@@ -73,3 +74,16 @@ def test_two_incidents_in_a_row_fit_the_budget_and_the_break_glass_is_audited() 
     assert gate[2] == 1 and "forced" in "\n".join(gate[1])
     assert accepted[2] == 0 and "gate passed (FORCED)" in "\n".join(accepted[1])
     assert "FORCED (break glass)" in "\n".join(history[1])
+    # Incident 4: the drill under the guide's relative gate (real builds, real llama.cpp).
+    (_good_cmd, good, good_code), (bad_cmd, bad, bad_code) = sections["incident 4"]
+    assert good_code == 0 and good[1].startswith("drill       PASSED  "), good
+    assert "  answer    safe to apply" in good
+    assert any(
+        line.startswith("  gate      pass: max_pass_rate_drop:")
+        and "for the candidate's own counting run of" in line
+        for line in good
+    ), good
+    assert "--to HuggingFaceTB/SmolLM2-135M-Instruct@v1" in bad_cmd
+    assert bad_code == 1 and bad[1].startswith("drill       FAILED  "), bad
+    assert "  answer    the candidate fails what failed: water, incident-1" in bad
+    assert "to apply:   none — the candidate fails what failed (drill another: --to RECORD)" in bad
