@@ -303,6 +303,15 @@ def test_deploy_from_an_s3_only_host_fetches_production_and_gates_it(
         assert (tmp_path / "pod-1" / name).read_bytes() == data
     again = deploy(tmp_path / "pod-1", "--json")  # a restart: the bytes are there already
     assert again.returncode == 0 and json.loads(again.stdout)["already_there"]
+    # --check-runtime: this host runs no llama.cpp, production's evidence was made under one —
+    # said, and the pod does not start; the verdict is the registry's and does not move.
+    checked = deploy(tmp_path / "pod-1", "--check-runtime", "--json")
+    assert checked.returncode == 1, checked.stderr
+    answer = json.loads(checked.stdout)
+    assert answer["runtime_check"]["matches"] is False and answer["deployed"] is False
+    assert "not installed" in answer["runtime_check"]["changes"], answer["runtime_check"]
+    assert answer["gate"]["passed"] is True
+    assert registry.deployability(record, "cpu").deployable
 
     s3.put("prod/tokenizer/config.json", b'{"vocab": 49153}')  # the bucket's copy changed
     done = deploy(tmp_path / "pod-2")
