@@ -136,9 +136,9 @@ def parse_base_model(text: str) -> tuple[str, str | None]:
     if BASE_REVISION_RE.match(revision.lower()):
         return model_id, revision.lower()
     raise InvalidInput(
-        f"--base-model {for_terminal(text[:200])!r}: revision {for_terminal(revision[:80])!r} "
+        f"`base_model` {for_terminal(text[:200])!r}: revision {for_terminal(revision[:80])!r} "
         "can move or is not a revision",
-        f"pin it: --base-model {model_id}@{BASE_REVISION_FORMS}",
+        f"pin it: `base_model` {model_id}@{BASE_REVISION_FORMS}",
     )
 
 

@@ -87,8 +87,9 @@ def test_a_revision_that_can_move_is_bad_input(cli, smollm2: Path, revision: str
         "add", smollm2, "--model-id", SMOL_ID, "--base-model", f"{SMOL_ID}@{revision}"
     )
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert "can move or is not a revision" in err
-    with pytest.raises(InvalidInput, match="pin it"):
+    assert "can move or is not a revision" in err and err.startswith("error: --base-model ")
+    assert f"pin it: --base-model {SMOL_ID}@" in err  # the CLI says its flag
+    with pytest.raises(InvalidInput, match="pin it: `base_model` "):  # Python, its parameter
         build_manifest([smollm2], model_id=SMOL_ID, base_model=f"{SMOL_ID}@{revision}")
 
 
