@@ -67,6 +67,8 @@ if TYPE_CHECKING:
     # The store (SQLAlchemy) loads when a registry is opened, not when modelreg.api is
     # imported: `modelreg inspect` needs no database.
     from modelreg.record import Record
+    from modelreg.registry.reads import Reads
+    from modelreg.registry.rows import Promotion
     from modelreg.registry.store import Store
     from modelreg.schemas.manifest import Manifest
 
@@ -74,6 +76,14 @@ if TYPE_CHECKING:
 # License classes an add remarks on (modelreg.license_policy), whatever the targets decide:
 # a non-commercial license is the one a team most often deploys by mistake.
 _REMARKED = (LicenseClass.NON_COMMERCIAL,)
+
+
+def _promotions_of(reads: Reads, record: Record) -> tuple[list[Promotion], list[Promotion]]:
+    """Where the record is production now, and — on every other target it was promoted to —
+    the newest promotion there: the approval it was made with stays with the record."""
+    now = [p for p in reads.productions(record.model_id) if p.record_id == record.id]
+    targets = {p.target for p in now}
+    return now, [p for p in reads.approvals(record.id) if p.target not in targets]
 
 
 class Records(Core):
@@ -230,15 +240,9 @@ class Records(Core):
             targets = self.targets_with(reads.target_specs())
             verified_on = sorted({v.target for v in verifications})
             verdicts = reads.verdicts([(record.id, t) for t in verified_on])
-            production = [
-                promotion_out(p)
-                for p in reads.productions(record.model_id)
-                if p.record_id == record.id
-            ]
-            now = {p.target for p in production}
-            approvals = [
-                promotion_out(p) for p in reads.approvals(record.id) if p.target not in now
-            ]
+            production_now, approved_before = _promotions_of(reads, record)
+            production = [promotion_out(p) for p in production_now]
+            approvals = [promotion_out(p) for p in approved_before]
             foreign = reads.foreign_runs(record.id)
             exploratory = reads.exploratory_runs(record.id)
         deployability = [deployability_out(verdicts[(record.id, name)]) for name in verified_on]
@@ -434,9 +438,8 @@ class Records(Core):
 
         record = self.get(ref)
         with self.store.read() as reads:
-            promotions = [p for p in reads.productions(record.model_id) if p.record_id == record.id]
+            promotions, earlier = _promotions_of(reads, record)
             now = {p.target for p in promotions}
-            earlier = [p for p in reads.approvals(record.id) if p.target not in now]
         today = clock.utcnow().date()
         production = [
             ProductionOn(
