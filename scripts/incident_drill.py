@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The CLI of the environment running this script (.venv/bin/python → .venv/bin/modelreg).
+MODELREG = Path(sys.executable).parent / "modelreg"
 home = tempfile.mkdtemp(prefix="drill-")
 os.environ["MODELREG_HOME"] = home
 sys.path.insert(0, str(ROOT))
@@ -43,7 +45,7 @@ SUITE.write_text(
 def run(*args: str) -> None:
     print("$ modelreg " + shlex.join(args))  # as it would be typed
     done = subprocess.run(
-        [str(ROOT / ".venv/bin/modelreg"), "--db", db, *args],
+        [str(MODELREG), "--db", db, *args],
         stdout=subprocess.PIPE,
         text=True,
         stderr=subprocess.STDOUT,
