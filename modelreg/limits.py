@@ -29,6 +29,7 @@ SOURCE_PIN_MAX = 300  # records.source
 LICENSE_ID_MAX = 100  # records.license
 FILE_PATH_MAX = 1000  # record_files.path
 WHY_MAX = 2000  # events.why, promotions.why, record_states.reason (TEXT): one paragraph
+MAX_LIMITATIONS = 20  # a promotion's known limitations (each at most WHY_MAX)
 
 # A golden suite (schemas/suite.py; the file itself at most 1 MiB: suites.MAX_SUITE_BYTES).
 MAX_SUITE_CASES = 2000

@@ -98,7 +98,7 @@ _FRESH_SQLITE: list[str] = []
 @pytest.fixture(scope="session", autouse=True)
 def _fresh_sqlite_registries_replay_one_migration() -> Iterator[None]:
     """Most tests open a new SQLite registry, and migrating one is ~100 ms of alembic DDL
-    (13 revisions, SQLite's table copies): the first empty SQLite database a test process
+    (14 revisions, SQLite's table copies): the first empty SQLite database a test process
     opens is migrated for real and dumped (``sqlite3``'s ``iterdump``: every table, index,
     trigger and row, ``alembic_version`` included); every later empty one replays that dump
     in the same locked transaction — the same schema and rows in a few ms.

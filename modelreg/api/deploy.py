@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from modelreg.targets import Target
 
 
-# An approval's known limitations: a short list, each a paragraph at most.
-MAX_LIMITATIONS = 20
 # The drill suite's subset of the cases asked again: every one of them must pass.
 DRILL_SUBSET = "rollback-drill"
 # How much of an answer a drill's one-line finding quotes (the stored run keeps it whole).
@@ -51,7 +49,7 @@ def _approval(
 ) -> tuple[str | None, tuple[str, ...], datetime | None]:
     """The approval kept with a promotion, checked: a named owner, non-empty limitations (each
     bounded like a reason), a re-test day that has not passed (kept as its start, UTC)."""
-    from modelreg.limits import ACTOR_MAX, WHY_MAX, check_length
+    from modelreg.limits import ACTOR_MAX, MAX_LIMITATIONS, WHY_MAX, check_length
 
     if owner is not None:
         owner = owner.strip()
@@ -199,8 +197,8 @@ class Deploy(Core):
             ):
                 raise InvalidInput(
                     f"{record.id} is already production for {record.model_id} on {target} "
-                    f"(since {current.at:%Y-%m-%d %H:%M} UTC); its approval is the one it "
-                    "was promoted with, and promoting it again changes nothing",
+                    f"(since {current.at:%Y-%m-%d %H:%M} UTC); its approval and label are the "
+                    "ones it was promoted with, and promoting it again changes nothing",
                     "promote it again without owner, limitations, re-test date or label",
                 )
             if accept_relaxed_gate:

@@ -70,7 +70,7 @@ from modelreg.rules import (
     RecordStateKind,
     StoredRun,
 )
-from modelreg.schemas.manifest import HANDLE_RE, MODEL_ID_RE
+from modelreg.schemas.manifest import HANDLE_RE, MODEL_ID_RE, VERSION_LIKE_RE
 from modelreg.steps import Step
 
 
@@ -125,11 +125,18 @@ class Reads:
         return record_of(rows[0])
 
     def _record_by_label(self, model_id: str, label: str, ref: str) -> Record:
+        if VERSION_LIKE_RE.fullmatch(label):  # V3, or v and ten digits: no label is one
+            raise RecordNotFound(
+                ref[:HANDLE_MAX],
+                f"{label!r} is no version of {model_id} (versions are v1, v2, … in lower case, "
+                "at most 9 digits) and no label looks like a version",
+                step=Step("records", "list the model's records", model=model_id),
+            )
         p = PromotionRow
         record_id = self.session.exec(
             select(p.record_id)
             .where(p.model_id == model_id, p.label == label)
-            .order_by(col(p.id).desc())
+            .order_by(col(p.at).desc(), col(p.id).desc())
             .limit(1)
         ).first()
         if record_id is None:

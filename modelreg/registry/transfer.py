@@ -29,7 +29,7 @@ from sqlmodel import Session, SQLModel, col, select
 
 from modelreg.errors import InvalidInput
 from modelreg.jsonio import parse_json
-from modelreg.limits import check_manifest
+from modelreg.limits import ACTOR_MAX, MAX_LIMITATIONS, WHY_MAX, check_manifest
 from modelreg.locations import parse_location
 from modelreg.registry.db_head import SCHEMA_HEAD
 from modelreg.registry.rows import event_row, record_rows, stored_spec, target_define_event
@@ -60,8 +60,10 @@ from modelreg.steps import Step
 from modelreg.targets import check_shared_spec
 
 FORMAT = "modelreg-export"
-VERSION = 3
-READABLE_VERSIONS = (2, 3)  # 3 added shared targets and record locations
+VERSION = 4
+# 3 added shared targets and record locations; 4 a promotion's approval, forced mark and label
+# (a file of 2 or 3 has none: they import as none).
+READABLE_VERSIONS = (2, 3, 4)
 MAX_LINE_BYTES = 64 << 20
 # line type -> (table, fields exported as they are; ids are reassigned on import)
 _TABLES: dict[str, tuple[type[SQLModel], tuple[str, ...]]] = {
@@ -427,17 +429,43 @@ def import_rows(
     return counts, skipped
 
 
-def _check_text_list(value: str | None, where: str) -> None:
-    """A JSON list of strings kept in a text column (a promotion's limitations or forced
-    reasons): every status read parses it, so a malformed one is refused at import."""
+def _check_approval(p: PromotionRow, where: str) -> None:
+    """A promotion's approval, forced mark and label as promote and rollback write them, and
+    nothing else: an owner and limitations under promote's bounds, a label only on a promote
+    (a label that is one), a forced mark only on a rollback — a forced mark is what lets the
+    gate pass a production that is not deployable, so an export file cannot grant it."""
+    if p.owner is not None and (
+        not p.owner.strip() or len(p.owner) > ACTOR_MAX or "\x00" in p.owner
+    ):
+        raise InvalidInput(f"{where}: owner is blank, has a NUL or is over {ACTOR_MAX} characters")
+    limitations = _text_list(p.limitations_json, f"{where}: limitations_json")
+    if len(limitations) > MAX_LIMITATIONS:
+        raise InvalidInput(f"{where}: {len(limitations)} limitations: at most {MAX_LIMITATIONS}")
+    forced = _text_list(p.forced_json, f"{where}: forced_json")
+    if forced and p.action != "rollback":
+        raise InvalidInput(f"{where}: only a rollback is forced (this is a {p.action})")
+    if p.label is not None:
+        if p.action != "promote":
+            raise InvalidInput(f"{where}: only a promote is labelled (this is a {p.action})")
+        if not LABEL_RE.fullmatch(p.label) or VERSION_LIKE_RE.fullmatch(p.label):
+            raise InvalidInput(f"{where}: label {p.label[:80]!r} is not a label")
+
+
+def _text_list(value: str | None, where: str) -> list[str]:
+    """A JSON list of texts kept in a text column (a promotion's limitations or forced
+    reasons): every status read parses it, so a malformed one is refused at import — each
+    text not blank, without NUL, at most WHY_MAX characters."""
     if value is None:
-        return
+        return []
     try:
         parsed = json.loads(value)
     except (TypeError, ValueError):
         raise InvalidInput(f"{where}: not JSON") from None
     if not isinstance(parsed, list) or not all(isinstance(v, str) for v in parsed):
         raise InvalidInput(f"{where}: not a JSON list of strings")
+    if any(not v.strip() or "\x00" in v or len(v) > WHY_MAX for v in parsed):
+        raise InvalidInput(f"{where}: a text is blank, has a NUL or is over {WHY_MAX} characters")
+    return parsed
 
 
 def _table_row(kind: str, item: dict[str, Any], where: str) -> Any:
@@ -598,12 +626,7 @@ class ImportCheck:
                 raise InvalidInput(f"{where}: promotes a record of another model")
             if p.action not in _ACTIONS:
                 raise InvalidInput(f"{where}: action {p.action!r} is not promote or rollback")
-            for name in ("limitations_json", "forced_json"):
-                _check_text_list(getattr(p, name), f"{where}: {name}")
-            if p.label is not None and (
-                not LABEL_RE.fullmatch(p.label) or VERSION_LIKE_RE.fullmatch(p.label)
-            ):
-                raise InvalidInput(f"{where}: label {p.label[:80]!r} is not a label")
+            _check_approval(p, where)
             key = (p.model_id, p.target)
             if p.previous_record_id != last.get(key):
                 raise InvalidInput(

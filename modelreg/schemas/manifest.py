@@ -61,11 +61,11 @@ from modelreg.textsafe import confusable_warning, for_terminal
 
 _MODEL_ID_PART = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MODEL_ID_PART_MAX - 1}}}"
 MODEL_ID_RE = re.compile(rf"\A{_MODEL_ID_PART}/{_MODEL_ID_PART}\Z")
-# A label a releaser gives a promotion (``promote --label release-14``); ``v`` and digits alone
-# are version numbers, never labels.
+# A label a releaser gives a promotion (``promote --label release-14``); ``v`` (or ``V``) and
+# digits alone read as a version number, and are never labels.
 LABEL = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{LABEL_MAX - 1}}}"
 LABEL_RE = re.compile(rf"\A{LABEL}\Z")
-VERSION_LIKE_RE = re.compile(r"\Av[0-9]+\Z")
+VERSION_LIKE_RE = re.compile(r"\A[vV][0-9]+\Z")
 # A record's handle: its model and the version number it was given at add (``acme/chat@v3``),
 # or a label one of its promotions was given (``acme/chat@release-14``).
 HANDLE = rf"{_MODEL_ID_PART}/{_MODEL_ID_PART}@(v[0-9]{{1,9}}|{LABEL})"

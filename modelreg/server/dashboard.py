@@ -273,7 +273,9 @@ def install_dashboard(app: FastAPI, registry: Registry, settings: ServerSettings
 
         who = reader(request)
         try:
-            found = registry.diff(record_or_handle(a.strip()), record_or_handle(b.strip()))
+            found = registry.diff(
+                record_or_handle(registry, a.strip()), record_or_handle(registry, b.strip())
+            )
         except ModelregError as exc:
             return render("diff.html", 400, who=who, a=a, b=b, diff=None, refusal=exc)
         return render("diff.html", who=who, a=a, b=b, diff=found, refusal=None)

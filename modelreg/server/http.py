@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from fastapi.responses import Response
@@ -36,6 +37,9 @@ from modelreg.schemas.output import (
     StepOut,
 )
 from modelreg.steps import Step
+
+if TYPE_CHECKING:
+    from modelreg.api import Registry
 
 log = logging.getLogger("modelreg.server")
 
@@ -143,12 +147,15 @@ def record_ref(value: str) -> str:
     return value
 
 
-def record_or_handle(value: str) -> str:
+def record_or_handle(registry: "Registry", value: str) -> str:
     """A record id or id prefix, or a model's handle (``acme/chat@v3``, a version; or
     ``acme/chat@release-14``, a promotion's label), from a query or a body: 422 otherwise.
-    (A path segment cannot hold the handle's slash.)"""
+    (A path segment cannot hold the handle's slash.) A handle is resolved here, to the id of
+    the record it names (404 when it names none): what the API is handed is a record, never a
+    string a library function could take for a file (``fit`` and ``diff`` also read manifest
+    and artifact paths, and a label may hold a dot)."""
     if HANDLE_RE.fullmatch(value):
-        return value
+        return registry.get(value).id
     if not _RECORD_REF_RE.fullmatch(value):
         raise InvalidInput(
             f"{value[:80]!r} is not a record id, id prefix or handle",

@@ -13,12 +13,12 @@ from typing import Annotated, Any, Literal, cast
 from fastapi import Path, Query
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SkipValidation, WithJsonSchema
 
-from modelreg.api.deploy import MAX_LIMITATIONS
 from modelreg.limits import (
     ACTOR_MAX,
     HANDLE_MAX,
     HOST_MAX,
     LABEL_MAX,
+    MAX_LIMITATIONS,
     MODEL_ID_MAX,
     RECORD_REF_MAX,
     TARGET_NAME_MAX,

@@ -376,14 +376,15 @@ def trend(
     """A record's (``record``) or a model's (``model``) local runs, oldest first, with
     decode tokens/s, median time to first token and peak RSS."""
     return json_response(
-        registry.trend(model=model, record=record_or_handle(record) if record else None)
+        registry.trend(model=model, record=record_or_handle(registry, record) if record else None)
     )
 
 
 @router.get(f"{API}/diff", response_model=DiffOutput, responses=errors, tags=["read"])
 def diff(registry: RegistryDep, _: Reader, a: RecordQuery, b: RecordQuery) -> Response:
     """What changed from record A to record B."""
-    return json_response(registry.diff(record_or_handle(a), record_or_handle(b)))
+    first, second = record_or_handle(registry, a), record_or_handle(registry, b)
+    return json_response(registry.diff(first, second))
 
 
 @router.get(f"{API}/fit", response_model=FitOutput, responses=errors, tags=["read"])
@@ -404,7 +405,7 @@ def fit(
     weigh the weights at another width (a what-if, said so in the answer)."""
     return json_response(
         registry.fit(
-            record_or_handle(record),
+            record_or_handle(registry, record),
             target,
             context=context,
             concurrency=concurrency,
@@ -488,7 +489,7 @@ def rollback_plan(
     """The production record and the rollback candidate, with their locations (409 when
     there is no candidate); ``to``: the plan for rolling back to that record."""
     plan = registry.rollback_plan(
-        model, target, to=record_or_handle(to) if to is not None else None
+        model, target, to=record_or_handle(registry, to) if to is not None else None
     )
     if plan.decision == "no_candidate":
         raise NoRollbackCandidate.of_plan(plan)
@@ -503,7 +504,7 @@ def rollback(registry: RegistryDep, who: Releaser, body: RollbackInput) -> Respo
             body.model,
             body.target,
             why=body.why,
-            to=record_or_handle(body.to) if body.to is not None else None,
+            to=record_or_handle(registry, body.to) if body.to is not None else None,
             force=body.force,
             actor=who.actor,
         )

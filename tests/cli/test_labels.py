@@ -81,6 +81,7 @@ def test_labels_that_are_not_labels_are_bad_input_and_nothing_is_written(
     for bad, said in (
         ("v3", "reads as a version number"),
         ("v0123456789", "reads as a version number"),
+        ("V3", "reads as a version number"),
         ("-rc", "is not a label"),
         ("release 14", "is not a label"),
         ("x" * 65, "is not a label"),
@@ -92,10 +93,16 @@ def test_labels_that_are_not_labels_are_bad_input_and_nothing_is_written(
     assert code == 2 and "reads as a version number" in err and len(err.splitlines()) == 1
     # The production record again under another label: refused, as another approval is.
     registry.promote(r1, "cpu", why="first", label="rc-1")
-    with pytest.raises(InvalidInput, match="its approval is the one it was promoted with"):
+    with pytest.raises(
+        InvalidInput, match="its approval and label are the ones it was promoted with"
+    ):
         registry.promote(r1, "cpu", why="again", label="rc-2")
     assert registry.promote(r1, "cpu", label="rc-1").changed is False
     assert registry.promote(r1, "cpu").changed is False
+    with pytest.raises(RecordNotFound, match="no label looks like a version"):
+        registry.get(f"{MODEL}@V1")  # versions are lower case; no label is V1 either
+    with pytest.raises(RecordNotFound, match="at most 9 digits"):
+        registry.get(f"{MODEL}@v1234567890")
     with pytest.raises(RecordNotFound) as missing:
         registry.get(f"{MODEL}@rc-2")
     assert "no promotion of rules/alpha is labelled 'rc-2'" in str(missing.value)
@@ -152,13 +159,21 @@ def test_export_import_keeps_the_approval_the_forced_mark_and_the_label(
     # A promotion row whose JSON columns are not lists of strings, or whose label is a
     # version, is refused at import (every status read parses them).
     rows = [json.loads(line) for line in dump.read_text().splitlines()]
-    for field, value, said in (
-        ("limitations_json", '{"a": 1}', "not a JSON list of strings"),
-        ("forced_json", "[", "not JSON"),
-        ("label", "v2", "is not a label"),
+    # Nor can a file grant what the API never writes: a forced promote (the forced mark is what
+    # lets the gate pass a production that is not deployable), a labelled rollback, an owner
+    # or limitations past promote's bounds.
+    for action, field, value, said in (
+        ("promote", "limitations_json", '{"a": 1}', "not a JSON list of strings"),
+        ("promote", "limitations_json", '["ok", " "]', "a text is blank"),
+        ("promote", "limitations_json", json.dumps(["x"] * 21), "21 limitations: at most 20"),
+        ("promote", "owner", "a\u0000b", "owner is blank, has a NUL"),
+        ("rollback", "forced_json", "[", "not JSON"),
+        ("promote", "forced_json", '["stale: suite changed"]', "only a rollback is forced"),
+        ("promote", "label", "v2", "is not a label"),
+        ("rollback", "label", "ga-2", "only a promote is labelled"),
     ):
         altered = [dict(r) for r in rows[:-1]]
-        promotion = next(r for r in altered if r["type"] == "promotion")
+        promotion = next(r for r in altered if r["type"] == "promotion" and r["action"] == action)
         promotion[field] = value
         bad = tmp_path / f"bad-{field}.jsonl"
         bad.write_text(export_text(altered))  # a valid trailer around the hostile row

@@ -3,6 +3,7 @@ models as ``--json``, the deploy gate, roles and tokens, the error shape, body l
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import socket
@@ -717,13 +718,43 @@ def test_a_promotions_label_is_a_handle_over_http(served: Served, client_of: Cli
     assert plan.json()["candidate"]["record"]["record_id"] == r1 and plan.json()["named"]
     diff = client_of("reader").get("/api/v1/diff", params={"a": f"{MODEL}@ga-1", "b": r2})
     assert diff.status_code == 200, diff.text
-    for bad, status in (("v7", 422), ("no spaces", 422), ("x" * 65, 422)):
+    # Refused labels, on a record that is not production (so nothing else refuses it).
+    for bad, said in (
+        ("v7", "reads as a version number"),
+        ("V7", "reads as a version number"),
+        ("no spaces", "label"),
+        ("x" * 65, "label"),
+    ):
         refused = releaser.post(
-            f"/api/v1/records/{r2}/promote", json={"target": "cpu", "label": bad}
+            f"/api/v1/records/{r1}/promote", json={"target": "cpu", "label": bad}
         )
-        assert refused.status_code == status, (bad, refused.text)
+        error = _error(refused, 422, "invalid_input")
+        assert said in error["message"], (bad, error)
+    assert served.registry.status(MODEL).entries[0].record.record_id == r2  # nothing moved
     unknown = client_of("reader").get("/api/v1/diff", params={"a": f"{MODEL}@nope", "b": r2})
     assert unknown.status_code == 404, unknown.text
     assert "labelled 'nope'" in unknown.json()["error"]["message"] + str(
         unknown.json()["error"]["hint"]
     )
+
+
+def test_a_handle_is_resolved_to_a_record_never_read_as_a_file(
+    served: Served, client_of: Clients, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A label may hold a dot, and fit / diff also read manifest files and artifacts: a
+    handle from HTTP names a record or nothing (404) — the file ``rules/alpha@x.json`` beside
+    the server is never read."""
+    _, r2 = _two_releases(served.registry)
+    monkeypatch.chdir(tmp_path)
+    planted = tmp_path / "rules" / "alpha@x.json"
+    planted.parent.mkdir()
+    planted.write_text(json.dumps(served.registry.show(r2).manifest))
+    reader = client_of("reader")
+    for path, params in (
+        ("/api/v1/diff", {"a": f"{MODEL}@x.json", "b": r2}),
+        ("/api/v1/fit", {"record": f"{MODEL}@x.json", "target": "cpu"}),
+        ("/diff", {"a": f"{MODEL}@x.json", "b": r2}),
+    ):
+        answer = reader.get(path, params=params)
+        assert answer.status_code in (400, 404), (path, answer.text)
+        assert "labelled 'x.json'" in html.unescape(answer.text), (path, answer.text)

@@ -318,7 +318,7 @@ def test_every_http_limit_is_in_the_openapi_document(tmp_path: Path) -> None:
     its bound (or a reason it has none)."""
     from modelreg import limits
     from modelreg.api.browse import SEARCH_MAX, SEARCH_MIN
-    from modelreg.api.deploy import MAX_LIMITATIONS
+    from modelreg.limits import MAX_LIMITATIONS
     from modelreg.locations import MAX_URL_CHARS
     from modelreg.manifests.fit import KV_BYTES_PER_ELEMENT, MAX_WHAT_IF_BITS
     from modelreg.rules import RecordStateKind
