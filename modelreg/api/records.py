@@ -184,8 +184,8 @@ class Records(Core):
             changed = license_change(earlier[-1].license, record.license)
             if changed is not None:
                 notes.append(f"{changed} ({earlier[-1].id})")
-        kind = classify(record.license)
-        if created and record.license and kind.license_class in _REMARKED:
+        kind = classify(record.license) if created and record.license else None
+        if kind is not None and kind.license_class in _REMARKED:
             # Said at add whatever the targets decide: a target's license_policy holds it
             # where the policy denies it (a verdict input); none of that is silent.
             notes.append(
@@ -439,7 +439,6 @@ class Records(Core):
         record = self.get(ref)
         with self.store.read() as reads:
             promotions, earlier = _promotions_of(reads, record)
-            now = {p.target for p in promotions}
         today = clock.utcnow().date()
         production = [
             ProductionOn(
@@ -448,10 +447,10 @@ class Records(Core):
                 p.owner,
                 p.limitations,
                 p.retest_by.date() if p.retest_by is not None else None,
-                retest_overdue(p, today) if p.target in now else False,
-                now=p.target in now,
+                retest_overdue(p, today) if now else False,
+                now=now,
             )
-            for p in [*promotions, *earlier]
+            for now, p in [(True, p) for p in promotions] + [(False, p) for p in earlier]
         ]
         text = render_card(record.manifest, record.id, self.verified_on(record), production)
         if output is not None:

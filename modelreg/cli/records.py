@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from modelreg.schemas.output import DeployabilityOut, RecordOut
 
 
+# How a search result matched, as a word (a sha256 match names its file instead).
+_MATCHED = {"record_id": "record id", "model_id": "model id"}
+
+
 def named(record: RecordOut) -> str:
     """A record as a person types it: ``v3 r_0a1b2c3d4e5f`` (its model's version, its id)."""
     return f"v{record.version} {record.record_id}" if record.version else record.record_id
@@ -390,8 +394,7 @@ def show(
         f"state      {state_text(record)}"
         + (f": {record.state.reason}" if record.state.reason else "")
     )
-    for p in [*shown.production, *shown.approvals]:
-        now = p in shown.production
+    for now, p in [(True, p) for p in shown.production] + [(False, p) for p in shown.approvals]:
         out(
             f"{'production on' if now else 'promoted to'} {p.target}"
             + f"{' since' if now else ''} {p.at:%Y-%m-%d %H:%M} UTC by {p.actor}"
@@ -560,9 +563,7 @@ def search(
             m.record.record_id,
             m.record.model_id,
             state_text(m.record),
-            f"file {m.file}"
-            if m.matched == "sha256"
-            else ("model id" if m.matched == "model_id" else "record id"),
+            f"file {m.file}" if m.matched == "sha256" else _MATCHED[m.matched],
             f"{m.record.created_at:%Y-%m-%d %H:%M}",
         ]
         for m in found.matches

@@ -112,16 +112,18 @@ def rollback_text(plan: RollbackOutput, command: str) -> None:
             out(f"will hold   {named(plan.production.record)} (production now)")
         out(f"to apply:   {command}")
         return
-    out(
-        f"candidate   {named(candidate.record)}  deployable — the record named (--to), "
-        "deployable now with a fetchable copy"
-        if plan.named
-        else f"candidate   {named(candidate.record)}  deployable — the newest earlier production "
-        "record that is deployable now and has a fetchable copy"
-        if not plan.rejected
-        else f"candidate   {named(candidate.record)}  deployable — the newest earlier "
-        f"production record that can take production ({len(plan.rejected)} passed over)"
-    )
+    if plan.named:
+        chosen = "the record named (--to), deployable now with a fetchable copy"
+    elif plan.rejected:
+        chosen = (
+            "the newest earlier production record that can take production "
+            f"({len(plan.rejected)} passed over)"
+        )
+    else:
+        chosen = (
+            "the newest earlier production record that is deployable now and has a fetchable copy"
+        )
+    out(f"candidate   {named(candidate.record)}  deployable — {chosen}")
     out(_bytes_line(candidate))
     out(f"  runtime   {candidate.runtime_summary}")
     if candidate.unit:

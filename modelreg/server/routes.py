@@ -233,7 +233,8 @@ def add_locations(
 ) -> Response:
     """Add locations (no credentials in URLs). Role: verifier or releaser. The service
     records them unread: it makes no remote call on a request thread, so a location becomes
-    fetchable when a host that reads it checks it (`locate --check`, or a fetch)."""
+    fetchable when a host that reads it records a check of it (a locate that checks it, or a
+    fetch)."""
     return json_response(
         registry.locate(record_ref(record_id), body.urls, check_added=False, actor=who.actor)
     )

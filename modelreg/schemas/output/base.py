@@ -188,7 +188,7 @@ class PromotionOut(_Out):
     )
     label: str | None = Field(
         default=None,
-        description="The name the releaser gave the promotion (`promote --label`): "
+        description="The name the releaser gave the promotion when promoting (its `label`): "
         "MODEL@LABEL names this record until a newer promotion takes the label.",
     )
 
