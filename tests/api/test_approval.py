@@ -284,6 +284,13 @@ def test_a_relaxed_gate_with_another_reason_is_refused_and_nothing_is_written(
     assert stored(registry).events(MODEL) == before
 
 
+def _model_card(registry: Any, record: str) -> Any:
+    """The model card of the record's one machine-learning-model component in its ML-BOM."""
+    document = registry.cyclonedx(record)
+    (component,) = [c for c in document["components"] if c.get("modelCard")]
+    return component["modelCard"]
+
+
 def test_show_and_the_bom_carry_the_production_approval(cli: Any, tmp_path: Path) -> None:
     """Issue 42 item 7: owner, re-test date and limitations in `show` and the ML-BOM too."""
     db = f"sqlite:///{tmp_path / 'r.db'}"
@@ -294,9 +301,7 @@ def test_show_and_the_bom_carry_the_production_approval(cli: Any, tmp_path: Path
     assert code == 0, err
     assert "  owner kim" in out and f"  re-test by {due.isoformat()}" in out
     assert "  known limitation: English only" in out
-    document = registry.cyclonedx(record)
-    (component,) = [c for c in document["components"] if c.get("modelCard")]
-    card = component["modelCard"]
+    card = _model_card(registry, record)
     assert card["considerations"] == {"technicalLimitations": ["English only"]}
     props = {p["name"]: p["value"] for p in card["properties"]}
     assert props["modelreg:production:cpu:owner"] == "kim"
@@ -332,9 +337,7 @@ def test_a_replaced_record_keeps_its_limitations_in_show_the_card_and_the_bom(
     card = registry.card_render(first).text
     assert "### Approved before (not production now)" in card
     assert "### In production" not in card and "- English only" in card
-    document = registry.cyclonedx(first)
-    (component,) = [c for c in document["components"] if c.get("modelCard")]
-    model_card = component["modelCard"]
+    model_card = _model_card(registry, first)
     assert model_card["considerations"] == {"technicalLimitations": ["English only"]}
     props = {p["name"]: p["value"] for p in model_card["properties"]}
     assert props["modelreg:approved:cpu:owner"] == "kim"

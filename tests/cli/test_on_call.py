@@ -24,6 +24,7 @@ def test_the_plan_for_a_named_record_says_it_was_named(cli: Any, tmp_path: Path)
     code, out, err = cli("--db", db, "rollback", MODEL, "--target", "cpu", "--to", f"{MODEL}@v1")
     assert code == 0, err
     assert f"candidate   {MODEL}@v1" in out or records[0] in out
+    assert f"candidate   v1 {records[0]}  deployable — the record named (--to)" in out
     assert "the record named (--to)" in out and "newest earlier" not in out
     assert registry.rollback_plan(MODEL, "cpu", to=records[0]).named is True
     code, out, err = cli("--db", db, "rollback", MODEL, "--target", "cpu")
