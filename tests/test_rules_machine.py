@@ -24,6 +24,7 @@ the stored verdicts, every decision — is verify's own code (``Registry._record
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import sys
@@ -1009,6 +1010,37 @@ class RegistryMachine(RuleBasedStateMachine):
             self.forced.pop((model, target), None)
             assert stored(self.registry).state(record).state.value == "active"
 
+    @precondition(lambda self: bool(self.added))
+    @rule()
+    def export_and_import_elsewhere(self) -> None:
+        """Export/import moves every promotion whole: its approval, its break-glass forced
+        mark and its label read the same in the copy (the forced mark is what lets the gate
+        pass a production that is only stale: a move may neither lose nor grant it), and every
+        label names the same record there. (Runs imported are history in the copy: the
+        verdicts there are the copy's own.)"""
+        self.moves = getattr(self, "moves", 0) + 1
+        dump = self.dir / f"export-{self.moves}.jsonl"
+        self.registry.export(dump)
+        copy = modelreg.open(f"sqlite:///{self.dir / f'copy-{self.moves}.db'}")
+        try:
+            copy.import_(dump, actor="machine", with_targets=True)
+
+            def promotions(registry: Any) -> list[Any]:
+                """Every promotion, whole but for its row id (an import numbers rows anew)."""
+                with registry.store.read() as reads:
+                    return [
+                        dataclasses.replace(p, id=0)
+                        for model in (MODEL, MODEL2)
+                        for p in reads.promotions(model)
+                    ]
+
+            assert promotions(copy) == promotions(self.registry)
+            for (model, label), record in self.labels.items():
+                assert copy.get(f"{model}@{label}").id == record, (model, label)
+        finally:
+            copy.store.engine.dispose()
+        SEEN["moved by export/import"] += 1
+
     @rule(record=records)
     def accept_relaxed_gate(self, record: str) -> None:
         """A releaser signs a relaxation: it counts for those terms only, and only when a
@@ -1812,6 +1844,7 @@ def test_a_tour_of_the_break_glass(monkeypatch: pytest.MonkeyPatch) -> None:
             lambda: machine.promote(second, approval=False, far=False, label="release"),
             lambda: machine.promote(second, approval=False, far=False, label="canary"),
             lambda: machine.forced_rollback(first, far=False, grow_suite=True),
+            machine.export_and_import_elsewhere,
             lambda: machine.verify_run(first, "pass", "full", far=False),
             lambda: machine.forced_rollback(second, far=False, grow_suite=False),  # held: no
             lambda: machine.remove_during_delivery(second, 500),
@@ -1825,6 +1858,7 @@ def test_a_tour_of_the_break_glass(monkeypatch: pytest.MonkeyPatch) -> None:
     assert machine.labels == {(MODEL, "release"): second}  # re-labelling production: refused
     for reached in (
         "labelled promotion",
+        "moved by export/import",
         "break glass offered",
         "forced rollback",
         "forced mark cleared by a counting run",
